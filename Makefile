@@ -1,0 +1,42 @@
+# Two commands set everything up on a fresh machine: `make run` and `make test`.
+VENV   := .venv
+BIN    := $(VENV)/bin
+HOST   ?= 127.0.0.1
+PORT   ?= 8000
+
+.PHONY: run test install install-dev uv-available lint typecheck bench clean
+
+# uv manages the virtualenv; install it with pip when the machine has none.
+UV := $(shell command -v uv 2>/dev/null)
+ifeq ($(UV),)
+UV := python3 -m uv
+endif
+
+uv-available:
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+
+install: uv-available
+	$(UV) sync --frozen --no-dev
+
+install-dev: uv-available
+	$(UV) sync --frozen --group dev
+
+run: install
+	$(BIN)/dhub serve --host $(HOST) --port $(PORT) --examples examples
+
+lint: install-dev
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+
+typecheck: install-dev
+	$(BIN)/mypy
+
+test: install-dev lint typecheck
+	$(BIN)/pytest -q
+
+bench: uv-available
+	$(UV) sync --frozen --group dev --group bench
+	$(BIN)/python bench/api_latency.py
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

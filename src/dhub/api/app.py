@@ -1,0 +1,80 @@
+"""The FastAPI application factory. Nothing is built at import time."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from dhub import __version__
+from dhub.access.bootstrap import ADMIN_ID, ensure_admin
+from dhub.access.principal import Principal
+from dhub.api import errors
+from dhub.api.deps import Services
+from dhub.api.routers import agents, health
+from dhub.domain.agent import AgentSpec
+from dhub.services.agents import AgentService
+from dhub.services.examples import load_examples
+from dhub.settings import Settings
+from dhub.store.db import Database
+
+log = logging.getLogger("dhub")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings.from_env()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        db = Database(settings.database_url)
+        await db.migrate()
+        services = Services(db=db, agents=AgentService(db))
+        app.state.services = services
+        generated = await ensure_admin(db, settings.data_dir, settings.admin_token)
+        if generated is not None:
+            print(
+                f"dhub: created the admin user '{ADMIN_ID}'. Its API token, shown once "
+                f"(also saved to {settings.data_dir / 'admin.token'}):\n  {generated}",
+                file=sys.stderr,
+                flush=True,
+            )
+        if generated is not None and settings.examples_dir is not None:
+            admin = Principal(ADMIN_ID, is_admin=True)
+            await load_examples(services.agents, admin, settings.examples_dir)
+        try:
+            yield
+        finally:
+            await db.dispose()
+
+    app = FastAPI(
+        title="dhub",
+        version=__version__,
+        description="A self-hosted agent platform.",
+        lifespan=lifespan,
+    )
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(agents.router, prefix="/api/v1")
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's schema plus AgentSpec, the request body we validate ourselves (to report
+    every error at once with JSON pointers)."""
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        components = schema.setdefault("components", {}).setdefault("schemas", {})
+        spec = AgentSpec.model_json_schema(ref_template="#/components/schemas/{model}")
+        for name, definition in spec.pop("$defs", {}).items():
+            components.setdefault(name, definition)
+        components["AgentSpec"] = spec
+        app.openapi_schema = schema
+    return app.openapi_schema

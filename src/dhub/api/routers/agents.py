@@ -1,0 +1,123 @@
+"""/api/v1/agents: thin routes over AgentService."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel
+
+from dhub.api.deps import Caller, ServicesDep, json_body
+from dhub.api.responses import ERROR_RESPONSES, JSON, ErrorItem
+from dhub.domain.agent import AgentResponse
+from dhub.services.agents import MAX_PAGE
+from dhub.store.agents import AgentFilter
+
+router = APIRouter(prefix="/agents", tags=["agents"], responses=ERROR_RESPONSES)
+
+_SPEC_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AgentSpec"}}},
+    }
+}
+_PATCH_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "An RFC 7396 JSON merge patch of the agent document.",
+        "content": {
+            "application/merge-patch+json": {"schema": {"type": "object"}},
+            "application/json": {"schema": {"type": "object"}},
+        },
+    }
+}
+
+
+class AgentList(BaseModel):
+    data: list[AgentResponse]
+    next_cursor: str | None
+
+
+class ValidationResult(BaseModel):
+    valid: bool
+    errors: list[ErrorItem]
+
+
+class AgentVersion(BaseModel):
+    version: int
+    created_at: int
+    created_by: str
+
+
+class AgentVersionList(BaseModel):
+    data: list[AgentVersion]
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=AgentResponse,
+    openapi_extra=_SPEC_BODY,
+    responses={409: {"description": "The name is taken in that folder"}},
+)
+async def create_agent(request: Request, who: Caller, svc: ServicesDep) -> Response:
+    agent = await svc.agents.create(who, await json_body(request))
+    return JSON(agent, status_code=201, headers={"Location": f"/api/v1/agents/{agent['id']}"})
+
+
+@router.post("/validate", response_model=ValidationResult, openapi_extra=_SPEC_BODY)
+async def validate_agent(request: Request, who: Caller, svc: ServicesDep) -> Response:
+    return JSON(svc.agents.validate(await json_body(request)))
+
+
+@router.get("", response_model=AgentList)
+async def list_agents(
+    who: Caller,
+    svc: ServicesDep,
+    q: Annotated[str | None, Query(description="Substring of name, alias or description")] = None,
+    tags: Annotated[
+        list[str] | None, Query(description="Agents having all of these tags (repeat or comma)")
+    ] = None,
+    collection_id: str | None = None,
+    folder_id: str | None = None,
+    mode: Literal["react", "workflow"] | None = None,
+    input_mode: Literal["chat", "event"] | None = None,
+    type: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
+) -> Response:
+    wanted = tuple(t for raw in tags or () for t in raw.split(",") if t)
+    flt = AgentFilter(q, wanted, collection_id, folder_id, mode, input_mode, type)
+    page = await svc.agents.page(who, flt, limit, cursor)
+    return JSON({"data": page.data, "next_cursor": page.next_cursor})
+
+
+@router.get("/{agent_id}", response_model=AgentResponse)
+async def get_agent(agent_id: str, who: Caller, svc: ServicesDep) -> Response:
+    return JSON(await svc.agents.get(who, agent_id))
+
+
+@router.patch(
+    "/{agent_id}",
+    response_model=AgentResponse,
+    openapi_extra=_PATCH_BODY,
+    responses={409: {"description": "The new name is taken in that folder"}},
+)
+async def patch_agent(agent_id: str, request: Request, who: Caller, svc: ServicesDep) -> Response:
+    return JSON(await svc.agents.patch(who, agent_id, await json_body(request)))
+
+
+@router.delete("/{agent_id}", status_code=204, response_class=Response)
+async def delete_agent(agent_id: str, who: Caller, svc: ServicesDep) -> Response:
+    await svc.agents.delete(who, agent_id)
+    return Response(status_code=204)
+
+
+@router.get("/{agent_id}/versions", response_model=AgentVersionList)
+async def list_versions(agent_id: str, who: Caller, svc: ServicesDep) -> Response:
+    return JSON({"data": await svc.agents.versions(who, agent_id)})
+
+
+@router.get("/{agent_id}/versions/{version}", response_model=AgentResponse)
+async def get_version(agent_id: str, version: int, who: Caller, svc: ServicesDep) -> Response:
+    return JSON(await svc.agents.version(who, agent_id, version))

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from fastapi import APIRouter
+from sqlalchemy import text
+
+from dhub.api.deps import ServicesDep
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz(svc: ServicesDep) -> dict[str, str]:
+    async with svc.db.read() as conn:
+        await conn.execute(text("SELECT 1"))
+    return {"status": "ok"}

@@ -1,0 +1,221 @@
+"""Validate an agent document: schema, bounds, mode consistency and graph, all errors at once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeGuard
+
+from pydantic import TypeAdapter, ValidationError
+
+from dhub.domain.agent import SERVER_OWNED_FIELDS, AgentSpec
+from dhub.domain.errors import FieldError, InvalidInput
+from dhub.domain.functions import ITEM_TAGS, KNOWN_DECORATORS
+from dhub.domain.nodes import NODE_TYPES
+from dhub.domain.pointers import from_validation_error, join
+from dhub.engine.graph_checks import check_workflow
+
+_UNION_TAGS = ITEM_TAGS | frozenset(NODE_TYPES) | {"int", "float"}
+_spec_adapter: TypeAdapter[AgentSpec] | None = None
+
+
+def _adapter() -> TypeAdapter[AgentSpec]:
+    global _spec_adapter  # built on first use, not at import
+    if _spec_adapter is None:
+        _spec_adapter = TypeAdapter(AgentSpec)
+    return _spec_adapter
+
+
+@dataclass(frozen=True)
+class _Bound:
+    path: tuple[str, ...]  # "*" matches every list index
+    check: Callable[[float], bool]
+    says: str
+
+
+_BOUNDS = (
+    _Bound(("agent", "max_iterations"), lambda v: v >= 1, "must be at least 1"),
+    _Bound(("agent", "max_input_tokens"), lambda v: v >= 1, "must be >= 1 (or null)"),
+    _Bound(("agent", "compaction", "trigger_ratio"), lambda v: 0 < v < 1, "is between 0 and 1"),
+    _Bound(("agent", "compaction", "target_ratio"), lambda v: 0 < v < 1, "is between 0 and 1"),
+    _Bound(
+        ("agent", "compaction", "summary_max_tokens"),
+        lambda v: 128 <= v <= 8192,
+        "is between 128 and 8192",
+    ),
+    _Bound(("nodes", "*", "config", "max_iterations"), lambda v: v >= 1, "must be at least 1"),
+    _Bound(("nodes", "*", "config", "count"), lambda v: v >= 0, "must not be negative"),
+    _Bound(("nodes", "*", "config", "timeout"), lambda v: v > 0, "must be more than 0 seconds"),
+    _Bound(("nodes", "*", "config", "retry_count"), lambda v: v >= 0, "must not be negative"),
+    _Bound(
+        ("nodes", "*", "config", "retry_delay_seconds"), lambda v: v >= 0, "must not be negative"
+    ),
+)
+
+_DECORATOR_PATHS = (
+    ("agent", "tools", "*", "function", "decorators", "*", "decorator"),
+    ("agent", "actors", "*", "function", "decorators", "*", "decorator"),
+    ("nodes", "*", "config", "tool", "function", "decorators", "*", "decorator"),
+    ("nodes", "*", "config", "actor", "function", "decorators", "*", "decorator"),
+)
+
+
+def _walk(
+    value: Any, path: tuple[str, ...], at: tuple[str | int, ...] = ()
+) -> Iterator[tuple[tuple[str | int, ...], Any]]:
+    if not path:
+        yield at, value
+        return
+    head, rest = path[0], path[1:]
+    if head == "*":
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                yield from _walk(item, rest, (*at, i))
+    elif isinstance(value, dict) and head in value:
+        yield from _walk(value[head], rest, (*at, head))
+
+
+def _number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_bounds(doc: dict[str, Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    for bound in _BOUNDS:
+        for at, value in _walk(doc, bound.path):
+            if _number(value) and not bound.check(value):
+                errors.append(
+                    FieldError(join(*at), f"'{at[-1]}' {bound.says}; got {value}.", "out_of_range")
+                )
+    compaction = (
+        doc.get("agent", {}).get("compaction") if isinstance(doc.get("agent"), dict) else None
+    )
+    if isinstance(compaction, dict):
+        trigger, target = compaction.get("trigger_ratio"), compaction.get("target_ratio")
+        if _number(trigger) and _number(target) and target >= trigger:
+            errors.append(
+                FieldError(
+                    "/agent/compaction/target_ratio",
+                    f"'target_ratio' ({target}) must be lower than 'trigger_ratio' ({trigger}): "
+                    "compaction aims below the level that triggers it.",
+                    "target_not_below_trigger",
+                )
+            )
+    for path in _DECORATOR_PATHS:
+        for at, value in _walk(doc, path):
+            if isinstance(value, str) and value not in KNOWN_DECORATORS:
+                errors.append(
+                    FieldError(
+                        join(*at),
+                        f"Unknown decorator '{value}': use one of {', '.join(KNOWN_DECORATORS)}.",
+                        "unknown_decorator",
+                    )
+                )
+    return errors
+
+
+def check_modes(doc: dict[str, Any]) -> list[FieldError]:
+    mode = doc.get("mode", "react")
+    errors: list[FieldError] = []
+    if mode == "react" and doc.get("agent") is None:
+        errors.append(
+            FieldError(
+                "/agent",
+                "A react agent needs an 'agent' config (instructions, model_provider, model): "
+                "add one, or set mode to 'workflow'.",
+                "react_needs_agent",
+            )
+        )
+    if mode == "workflow":
+        nodes = doc.get("nodes")
+        if isinstance(nodes, list) and not nodes:
+            errors.append(
+                FieldError(
+                    "/nodes",
+                    "A workflow agent needs nodes (one start, at least one end): add them, "
+                    "or set mode to 'react'.",
+                    "workflow_needs_nodes",
+                )
+            )
+        elif nodes is None:
+            errors.append(FieldError("/nodes", "A workflow agent needs 'nodes'.", "missing"))
+    errors.extend(_check_loops(doc))
+    return errors
+
+
+def _check_loops(doc: dict[str, Any]) -> Iterator[FieldError]:
+    for (_, i), node in _walk(doc, ("nodes", "*")):
+        if not isinstance(node, dict) or node.get("type") != "loop":
+            continue
+        config = node.get("config")
+        if not isinstance(config, dict):
+            continue
+        mode = config.get("mode", "list")
+        needed = "source" if mode == "list" else "count"
+        if mode in ("list", "count") and config.get(needed) is None:
+            what = "an expression giving the list" if mode == "list" else "how many times"
+            yield FieldError(
+                join("nodes", i, "config", needed),
+                f"A loop in '{mode}' mode needs '{needed}' ({what}).",
+                "missing",
+            )
+
+
+def server_owned(doc: dict[str, Any]) -> list[FieldError]:
+    errors = []
+    if "markings" in doc:
+        errors.append(
+            FieldError(
+                "/markings",
+                "Markings are read-only here: remove 'markings' and use "
+                "POST /api/v1/agents/{id}/markings to mark an agent.",
+                "read_only",
+            )
+        )
+    for key in SERVER_OWNED_FIELDS:
+        if key in doc:
+            errors.append(
+                FieldError(
+                    join(key),
+                    f"'{key}' is set by the server: remove it from the document.",
+                    "read_only",
+                )
+            )
+    return errors
+
+
+def collect_errors(doc: Any) -> tuple[AgentSpec | None, list[FieldError]]:
+    """Parse ``doc`` into an AgentSpec and list every problem with it."""
+    if not isinstance(doc, dict):
+        return None, [FieldError("", "The agent document must be a JSON object.", "type")]
+    errors = server_owned(doc)
+    body = {k: v for k, v in doc.items() if k != "markings" and k not in SERVER_OWNED_FIELDS}
+    spec: AgentSpec | None = None
+    try:
+        spec = _adapter().validate_python(body)
+    except ValidationError as exc:
+        errors.extend(from_validation_error(exc, body, _UNION_TAGS))
+    errors.extend(check_bounds(body))
+    errors.extend(check_modes(body))
+    if body.get("mode") == "workflow":
+        errors.extend(check_workflow(body))
+    return (spec if not errors else None), _dedupe(errors)
+
+
+def _dedupe(errors: list[FieldError]) -> list[FieldError]:
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for err in errors:
+        key = (err.loc, err.code)
+        if key not in seen:
+            seen.add(key)
+            out.append(err)
+    return out
+
+
+def validate_agent_document(doc: Any) -> AgentSpec:
+    """The AgentSpec for ``doc``, or InvalidInput listing every problem."""
+    spec, errors = collect_errors(doc)
+    if errors or spec is None:
+        raise InvalidInput(errors)
+    return spec

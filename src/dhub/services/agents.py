@@ -1,0 +1,272 @@
+"""Agent use cases. Each public method is one transaction; routes stay thin."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from dhub.access import policy
+from dhub.access.principal import Principal
+from dhub.domain.agent import SERVER_OWNED_FIELDS, AgentSpec
+from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
+from dhub.domain.ids import new_id, now_ms
+from dhub.domain.merge_patch import merge_patch
+from dhub.engine.validate import collect_errors, validate_agent_document
+from dhub.store import agents as repo
+from dhub.store.db import Database
+
+MAX_PAGE = 200
+
+# Seed order of the envelope around the user-written document.
+_HEAD = ("id", "name", "alias", "category", "type", "collection_id", "folder_id", "tags")
+_SPEC_TAIL = (
+    "input_mode",
+    "mode",
+    "agent",
+    "nodes",
+    "edges",
+    "tables",
+    "templates",
+    "ontologies",
+    "conversations",
+    "options",
+)
+
+
+@dataclass(frozen=True)
+class Page:
+    data: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def dump_spec(spec: AgentSpec) -> str:
+    return spec.model_dump_json()
+
+
+def render(
+    record: repo.AgentRecord,
+    owners: list[dict[str, Any]],
+    scope: str | None,
+    document: str | None = None,
+    version: int | None = None,
+) -> dict[str, Any]:
+    """The AgentResponse for a stored agent (or one of its versions), in seed field order."""
+    spec = orjson.loads(document or record.document)
+    out: dict[str, Any] = {}
+    for key in _HEAD:
+        out[key] = record.id if key == "id" else spec.get(key)
+    out["description"] = spec.get("description", "")
+    out["markings"] = []
+    out["created_at"] = record.created_at
+    out["updated_at"] = record.updated_at
+    out["owners"] = owners
+    out["my_share_scope"] = scope
+    for key in _SPEC_TAIL:
+        out[key] = spec.get(key)
+    out["is_builtin"] = record.is_builtin
+    out["item"] = record.id
+    out["version"] = version or record.version
+    return out
+
+
+def encode_cursor(last_id: str) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps({"after": last_id})).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> str:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        after = orjson.loads(raw)["after"]
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        after = None
+    if not isinstance(after, str):
+        raise InvalidInput(
+            [
+                FieldError(
+                    "/query/cursor",
+                    "This cursor is not one the server issued: pass next_cursor from the "
+                    "previous page unchanged, or leave cursor out to start again.",
+                    "invalid_cursor",
+                )
+            ]
+        )
+    return after
+
+
+class AgentService:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def create(self, principal: Principal, doc: Any) -> dict[str, Any]:
+        spec = validate_agent_document(doc)
+        agent_id, now = new_id("agent"), now_ms()
+        document = dump_spec(spec)
+        async with self.db.write() as conn:
+            await self._check_name_free(conn, spec, None)
+            await self._insert(conn, agent_id, spec, document, principal, now)
+            owners = (await repo.owners_of(conn, [agent_id]))[agent_id]
+            record = await repo.get_agent(conn, agent_id)
+        assert record is not None
+        return render(record, owners, policy.share_scope(principal, [principal.user_id]))
+
+    async def _insert(
+        self,
+        conn: AsyncConnection,
+        agent_id: str,
+        spec: AgentSpec,
+        document: str,
+        principal: Principal,
+        now: int,
+    ) -> None:
+        try:
+            await repo.insert_agent(
+                conn,
+                {
+                    **_indexed(spec),
+                    "id": agent_id,
+                    "version": 1,
+                    "document": document,
+                    "is_builtin": False,
+                    "created_by": principal.user_id,
+                    "created_at": now,
+                    "updated_at": now,
+                },
+            )
+        except IntegrityError as exc:  # lost a race for the name
+            raise _name_conflict(spec, None) from exc
+        await repo.insert_version(conn, agent_id, 1, document, principal.user_id, now)
+        await repo.set_tags(conn, agent_id, spec.tags or [])
+        await repo.add_owners(conn, agent_id, [principal.user_id])
+
+    async def _check_name_free(
+        self, conn: AsyncConnection, spec: AgentSpec, agent_id: str | None
+    ) -> None:
+        holder = await repo.find_by_name(conn, spec.folder_id, spec.name)
+        if holder is not None and holder != agent_id:
+            raise _name_conflict(spec, holder)
+
+    async def _load(
+        self, conn: AsyncConnection, principal: Principal, agent_id: str, action: policy.Action
+    ) -> tuple[repo.AgentRecord, list[dict[str, Any]], str]:
+        record = await repo.get_agent(conn, agent_id)
+        if record is None:
+            raise NotFound(f"No agent with id '{agent_id}'.")
+        owners = (await repo.owners_of(conn, [agent_id]))[agent_id]
+        scope = policy.require(principal, action, agent_id, [o["id"] for o in owners])
+        return record, owners, scope
+
+    async def get(self, principal: Principal, agent_id: str) -> dict[str, Any]:
+        async with self.db.read() as conn:
+            record, owners, scope = await self._load(conn, principal, agent_id, "read")
+        return render(record, owners, scope)
+
+    async def page(
+        self, principal: Principal, flt: repo.AgentFilter, limit: int, cursor: str | None
+    ) -> Page:
+        after = decode_cursor(cursor) if cursor else None
+        async with self.db.read() as conn:
+            records = await repo.list_agents(
+                conn, flt, policy.visible_agents(principal), after, limit + 1
+            )
+            page = records[:limit]
+            owners = await repo.owners_of(conn, [r.id for r in page])
+        data = []
+        for r in page:
+            mine = owners[r.id]
+            data.append(render(r, mine, policy.share_scope(principal, [o["id"] for o in mine])))
+        next_cursor = encode_cursor(page[-1].id) if len(records) > limit else None
+        return Page(data, next_cursor)
+
+    async def patch(self, principal: Principal, agent_id: str, patch: Any) -> dict[str, Any]:
+        if not isinstance(patch, dict):
+            raise InvalidInput([FieldError("", "A merge patch must be a JSON object.", "type")])
+        async with self.db.write() as conn:
+            record, owners, scope = await self._load(conn, principal, agent_id, "edit")
+            current = orjson.loads(record.document)
+            spec = validate_agent_document(_patched(current, patch))
+            document = dump_spec(spec)
+            if document == record.document:
+                return render(record, owners, scope)
+            await self._check_name_free(conn, spec, agent_id)
+            now, version = now_ms(), record.version + 1
+            try:
+                await repo.update_agent(
+                    conn,
+                    agent_id,
+                    {**_indexed(spec), "version": version, "document": document, "updated_at": now},
+                )
+            except IntegrityError as exc:
+                raise _name_conflict(spec, None) from exc
+            await repo.insert_version(conn, agent_id, version, document, principal.user_id, now)
+            await repo.set_tags(conn, agent_id, spec.tags or [])
+            updated = await repo.get_agent(conn, agent_id)
+        assert updated is not None
+        return render(updated, owners, scope)
+
+    async def delete(self, principal: Principal, agent_id: str) -> None:
+        async with self.db.write() as conn:
+            await self._load(conn, principal, agent_id, "delete")
+            await repo.delete_agent(conn, agent_id)
+
+    async def versions(self, principal: Principal, agent_id: str) -> list[dict[str, Any]]:
+        async with self.db.read() as conn:
+            await self._load(conn, principal, agent_id, "read")
+            rows = await repo.list_versions(conn, agent_id)
+        return [
+            {"version": v.version, "created_at": v.created_at, "created_by": v.created_by}
+            for v in rows
+        ]
+
+    async def version(self, principal: Principal, agent_id: str, number: int) -> dict[str, Any]:
+        async with self.db.read() as conn:
+            record, owners, scope = await self._load(conn, principal, agent_id, "read")
+            found = await repo.get_version(conn, agent_id, number)
+        if found is None:
+            raise NotFound(
+                f"Agent '{agent_id}' has no version {number}; it has versions 1 to "
+                f"{record.version}."
+            )
+        return render(record, owners, scope, found.document, found.version)
+
+    @staticmethod
+    def validate(doc: Any) -> dict[str, Any]:
+        _, errors = collect_errors(doc)
+        return {"valid": not errors, "errors": [e.as_dict() for e in errors]}
+
+
+def _patched(current: dict[str, Any], patch: dict[str, Any]) -> Any:
+    """Apply the patch; read-only fields in the patch are kept so validation reports them."""
+    merged = merge_patch(current, patch)
+    for key, value in patch.items():
+        if key == "markings" or key in SERVER_OWNED_FIELDS:
+            merged[key] = value
+    return merged
+
+
+def _indexed(spec: AgentSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "folder_key": repo.folder_key(spec.folder_id),
+        "folder_id": spec.folder_id,
+        "collection_id": spec.collection_id,
+        "alias": spec.alias,
+        "description": spec.description,
+        "type": spec.type,
+        "mode": spec.mode,
+        "input_mode": spec.input_mode,
+    }
+
+
+def _name_conflict(spec: AgentSpec, holder: str | None) -> Conflict:
+    where = f"folder '{spec.folder_id}'" if spec.folder_id else "the top level (no folder)"
+    who = f"agent '{holder}'" if holder else "another agent"
+    return Conflict(
+        f"The name '{spec.name}' is already used in {where} by {who}: choose another name "
+        "or update that agent."
+    )

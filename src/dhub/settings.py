@@ -1,0 +1,36 @@
+"""Server settings, read from the environment when asked (never at import)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path
+    database_url: str
+    admin_token: str | None = None
+    examples_dir: Path | None = None
+
+    @classmethod
+    def from_env(
+        cls,
+        data_dir: str | Path | None = None,
+        database_url: str | None = None,
+        examples_dir: str | Path | None = None,
+    ) -> Settings:
+        directory = Path(data_dir or os.environ.get("DHUB_DATA_DIR") or ".dhub").resolve()
+        url = database_url or os.environ.get("DHUB_DATABASE_URL") or default_sqlite_url(directory)
+        examples = examples_dir or os.environ.get("DHUB_EXAMPLES_DIR")
+        return cls(
+            data_dir=directory,
+            database_url=url,
+            admin_token=os.environ.get("DHUB_ADMIN_TOKEN") or None,
+            examples_dir=Path(examples) if examples else None,
+        )
+
+
+def default_sqlite_url(data_dir: Path) -> str:
+    return f"sqlite:///{data_dir / 'dhub.db'}"

@@ -1,0 +1,94 @@
+"""The relational schema. Alembic migrations create it; this module mirrors it for queries."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+metadata = MetaData()
+
+users = Table(
+    "users",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    Column("display_name", String(200), nullable=False),
+    Column("email", String(320)),
+    Column("avatar_url", Text),
+    Column("avatar_config", JSON),
+    Column("is_admin", Boolean, nullable=False, default=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("user_id", String(200), ForeignKey("users.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("created_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger),
+    Column("revoked_at", BigInteger),
+)
+
+agents = Table(
+    "agents",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("name", String(200), nullable=False),
+    # folder_id with '' for "no folder": NULLs are distinct in unique constraints.
+    Column("folder_key", String(200), nullable=False),
+    Column("folder_id", String(200)),
+    Column("collection_id", String(200)),
+    Column("alias", Text),
+    Column("description", Text, nullable=False),
+    Column("type", String(200)),
+    Column("mode", String(16), nullable=False),
+    Column("input_mode", String(16), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("document", Text, nullable=False),  # the AgentSpec as JSON
+    Column("is_builtin", Boolean, nullable=False, default=False),
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    UniqueConstraint("folder_key", "name", name="uq_agents_folder_name"),
+)
+
+agent_versions = Table(
+    "agent_versions",
+    metadata,
+    Column("agent_id", String(64), ForeignKey("agents.id", ondelete="CASCADE"), primary_key=True),
+    Column("version", Integer, primary_key=True),
+    Column("document", Text, nullable=False),
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+# Generic per-resource tables, keyed by resource id, so every category shares them.
+resource_tags = Table(
+    "resource_tags",
+    metadata,
+    Column("resource_id", String(64), primary_key=True),
+    Column("tag", String(200), primary_key=True),
+    Index("ix_resource_tags_tag", "tag", "resource_id"),
+)
+
+resource_owners = Table(
+    "resource_owners",
+    metadata,
+    Column("resource_id", String(64), primary_key=True),
+    Column("principal_id", String(200), primary_key=True),
+    Index("ix_resource_owners_principal", "principal_id", "resource_id"),
+)

@@ -1,0 +1,99 @@
+"""Shared fixtures: a running app on SQLite or PostgreSQL, and the shared fixture documents.
+
+PostgreSQL tests use DHUB_TEST_POSTGRES_URL (default: the local server, database ``test``) in a
+schema of their own. Outside CI they are skipped when the server is unreachable; in CI
+(CI=true) that is a failure, so CI never passes without running them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from dhub.api.app import create_app
+from dhub.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+FIXTURES = SHARED / "fixtures" / "agents"
+SEED = SHARED / "seed"
+ADMIN_TOKEN = "dhub_test_admin_token"
+PG_URL = os.environ.get("DHUB_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+TABLES = ("agent_versions", "resource_tags", "resource_owners", "agents", "tokens", "users")
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def valid_fixtures() -> list[Path]:
+    return sorted((FIXTURES / "valid").glob("*.json"))
+
+
+def invalid_fixtures() -> list[Path]:
+    return sorted((FIXTURES / "invalid").glob("*.json"))
+
+
+@pytest.fixture(scope="session")
+def pg_schema() -> Iterator[str]:
+    """A fresh schema for this test session on the PostgreSQL server."""
+    schema = f"dhub_test_{uuid.uuid4().hex[:10]}"
+    try:
+        conn = psycopg.connect(PG_URL, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL at {PG_URL} is required in CI and unreachable: {exc}")
+        pytest.skip(f"PostgreSQL at {PG_URL} is unreachable: {exc}")
+    with conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def pg_url(schema: str) -> str:
+    sep = "&" if "?" in PG_URL else "?"
+    return f"{PG_URL}{sep}options=-csearch_path%3D{schema}"
+
+
+def _truncate(schema: str) -> None:
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
+            (schema, "agents"),
+        ).fetchone()
+        if exists:
+            tables = ", ".join(f'"{schema}"."{t}"' for t in TABLES)
+            conn.execute(f"TRUNCATE {tables} CASCADE")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'dhub.db'}"
+    schema = request.getfixturevalue("pg_schema")
+    _truncate(schema)
+    return pg_url(schema)
+
+
+@pytest.fixture
+def settings(database_url: str, tmp_path: Path) -> Settings:
+    return Settings(data_dir=tmp_path / "data", database_url=database_url, admin_token=ADMIN_TOKEN)
+
+
+@pytest.fixture
+def client(settings: Settings) -> Iterator[TestClient]:
+    """An HTTP client on a started app, authenticated as the admin."""
+    with TestClient(create_app(settings)) as c:
+        c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        yield c
