@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import MISSING, BaseModel, Field
+from pydantic import MISSING, BaseModel, EmailStr, Field
 
 from dhub.domain.base import (
     JsonObject,
@@ -68,15 +68,15 @@ class AgentCompaction(SpecModel):
 class AgentNodeConfig(SpecModel):
     instructions: str = Field(description="Agent system instructions")
     prompts: list[PromptRef] = Field(
-        default_factory=list,
+        default=[],
         description="Reusable Prompt references. Rendered in list order and joined with '\\n\\n' "
         "as the system prefix; inline instructions is appended as a suffix.",
     )
     model_provider: str = Field(description="LLM provider name")
     model: str = Field(description="LLM model name")
-    tools: list[ToolItem] = Field(default_factory=list, description="Available tools")
-    actors: list[ActorItem] = Field(default_factory=list)
-    roles: list[RoleItem] = Field(default_factory=list)
+    tools: list[ToolItem] = Field(default=[], description="Available tools")
+    actors: list[ActorItem] = Field(default=[])
+    roles: list[RoleItem] = Field(default=[])
     outputs: JsonObject | None = None
     max_iterations: PositiveInt = Field(default=50, description="Maximum iteration count")
     max_input_tokens: PositiveInt | None = Field(
@@ -110,12 +110,12 @@ class AgentSpec(SpecModel):
     input_mode: InputMode = "chat"
     mode: AgentMode = "react"
     agent: AgentNodeConfig | None = None
-    nodes: list[WorkflowNode] = Field(default_factory=list)
-    edges: list[Edge] = Field(default_factory=list)
-    tables: list[str] = Field(default_factory=list)
-    templates: list[str] = Field(default_factory=list)
-    ontologies: list[str] = Field(default_factory=list)
-    conversations: list[ConversationVariable] = Field(default_factory=list)
+    nodes: list[WorkflowNode] = Field(default=[])
+    edges: list[Edge] = Field(default=[])
+    tables: list[str] = Field(default=[])
+    templates: list[str] = Field(default=[])
+    ontologies: list[str] = Field(default=[])
+    conversations: list[ConversationVariable] = Field(default=[])
     options: JsonObject | None = None
 
 
@@ -125,7 +125,7 @@ class Owner(BaseModel):
     display_name: str
     avatar_url: str | None = None
     avatar_config: JsonObject | None = None
-    email: str | None = None
+    email: EmailStr | None = None
 
 
 class AgentResponse(BaseModel):
@@ -141,27 +141,25 @@ class AgentResponse(BaseModel):
     tags: list[str] | None = Field(default=None, description="Classification labels")
     description: str
     markings: list[str] = Field(
-        default_factory=list,
+        default=[],
         description="Mandatory marking ids this resource requires; read-only — set via the "
         "marking guard endpoints, not Create/PATCH.",
     )
     created_at: int | None = Field(default=None, description="Creation timestamp (Unix ms)")
     updated_at: int | None = Field(default=None, description="Last update timestamp (Unix ms)")
-    owners: list[Owner] = Field(
-        default_factory=list, description="Users and groups that own the resource."
-    )
+    owners: list[Owner] = Field(default=[], description="Users and groups that own the resource.")
     my_share_scope: ShareScope | None = Field(
         default=None, description="How the current caller received access to the resource."
     )
     input_mode: InputMode = "chat"
     mode: AgentMode = "react"
     agent: AgentNodeConfig | None = None
-    nodes: list[WorkflowNode] = Field(default_factory=list)
-    edges: list[Edge] = Field(default_factory=list)
-    tables: list[str] = Field(default_factory=list)
-    templates: list[str] = Field(default_factory=list)
-    ontologies: list[str] = Field(default_factory=list)
-    conversations: list[ConversationVariable] = Field(default_factory=list)
+    nodes: list[WorkflowNode] = Field(default=[])
+    edges: list[Edge] = Field(default=[])
+    tables: list[str] = Field(default=[])
+    templates: list[str] = Field(default=[])
+    ontologies: list[str] = Field(default=[])
+    conversations: list[ConversationVariable] = Field(default=[])
     options: JsonObject | None = None
     is_builtin: bool = Field(
         default=False, description="Whether this is a platform-shipped built-in agent"

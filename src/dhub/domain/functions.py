@@ -16,15 +16,15 @@ KNOWN_DECORATORS = ("retry", "timeout", "cache", "rate_limit")
 class FunctionDecorator(SpecModel):
     decorator: str = Field(description="Platform behaviour wrapping the function.")
     name: str = Field(description="The function the decorator wraps.")
-    arguments: JsonObject = Field(default_factory=dict)
+    arguments: JsonObject = Field(default={})
 
 
 class FunctionSpec(SpecModel):
     source: str = Field(description="Python source defining the entry point.")
-    inputs: JsonObject = Field(default_factory=dict, description="Parameter name -> JSON schema.")
-    outputs: JsonObject = Field(default_factory=dict, description="Output name -> JSON schema.")
-    dependencies: list[str] = Field(default_factory=list, description="pip requirement strings.")
-    decorators: list[FunctionDecorator] = Field(default_factory=list)
+    inputs: JsonObject = Field(default={}, description="Parameter name -> JSON schema.")
+    outputs: JsonObject = Field(default={}, description="Output name -> JSON schema.")
+    dependencies: list[str] = Field(default=[], description="pip requirement strings.")
+    decorators: list[FunctionDecorator] = Field(default=[])
 
 
 class AgentResourceRef(SpecModel):
@@ -40,7 +40,7 @@ class AgentToolConfig(SpecModel):
     type: Literal["python"] = "python"
     function: FunctionSpec
     require_browser: bool = False
-    options: JsonObject = Field(default_factory=dict)
+    options: JsonObject = Field(default={})
 
 
 class AgentActorConfig(SpecModel):
@@ -48,7 +48,7 @@ class AgentActorConfig(SpecModel):
     description: str = ""
     function: FunctionSpec
     confirmation_policy: Literal["confirm", "auto"] = "confirm"
-    options: JsonObject = Field(default_factory=dict)
+    options: JsonObject = Field(default={})
 
 
 # Tags name the union members; they also appear in pydantic error locations, where the

@@ -31,7 +31,7 @@ class StartVariable(SpecModel):
 
 
 class StartConfig(SpecModel):
-    variables: list[StartVariable] = Field(default_factory=list)
+    variables: list[StartVariable] = Field(default=[])
 
 
 class EndOutput(SpecModel):
@@ -41,7 +41,7 @@ class EndOutput(SpecModel):
 
 
 class EndConfig(SpecModel):
-    outputs: list[EndOutput] = Field(default_factory=list)
+    outputs: list[EndOutput] = Field(default=[])
 
 
 class LLMConfig(SpecModel):
@@ -51,20 +51,20 @@ class LLMConfig(SpecModel):
     system_prompt: str = ""
     reasoning_effort: ReasoningEffort | None = None
     output: str = "llm_output"
-    response: JsonObject = Field(default_factory=dict, description="JSON schema, or {} for text.")
+    response: JsonObject = Field(default={}, description="JSON schema, or {} for text.")
 
 
 class ToolCallConfig(SpecModel):
     tool: ToolItem
-    input_mappings: JsonObject = Field(default_factory=dict)
-    outputs: JsonObject = Field(default_factory=dict)
+    input_mappings: JsonObject = Field(default={})
+    outputs: JsonObject = Field(default={})
     timeout: PositiveSeconds = 30
 
 
 class ActorCallConfig(SpecModel):
     actor: ActorItem
-    input_mappings: JsonObject = Field(default_factory=dict)
-    outputs: JsonObject = Field(default_factory=dict)
+    input_mappings: JsonObject = Field(default={})
+    outputs: JsonObject = Field(default={})
     timeout: PositiveSeconds = 30
 
 
@@ -79,16 +79,16 @@ class LoopConfig(SpecModel):
     count: NonNegativeInt | MISSING | None = MISSING
     counter: str = "index"
     max_iterations: PositiveInt = 100
-    body_node_ids: list[str] = Field(default_factory=list)
+    body_node_ids: list[str] = Field(default=[])
 
 
 class ParallelBranch(SpecModel):
     id: str
-    node_ids: list[str] = Field(default_factory=list)
+    node_ids: list[str] = Field(default=[])
 
 
 class ParallelConfig(SpecModel):
-    branches: list[ParallelBranch] = Field(default_factory=list)
+    branches: list[ParallelBranch] = Field(default=[])
     join_strategy: Literal["all", "any", "all_settled"] = "all"
     timeout: PositiveSeconds = 300
 
@@ -98,15 +98,15 @@ class InputField(SpecModel):
     type: VariableType
     description: str = ""
     required: bool = True
-    options: list[Any] = Field(default_factory=list)
+    options: list[Any] = Field(default=[])
     default: Any | MISSING = MISSING
 
 
 class HumanInputConfig(SpecModel):
     prompt: str
-    input_fields: list[InputField] = Field(default_factory=list)
+    input_fields: list[InputField] = Field(default=[])
     timeout: PositiveSeconds = 86400
-    assignees: list[str] = Field(default_factory=list)
+    assignees: list[str] = Field(default=[])
     on_timeout: Literal["error", "skip", "default"] = "error"
 
 
@@ -122,10 +122,10 @@ class ErrorHandlerConfig(SpecModel):
 class CodeConfig(SpecModel):
     language: Literal["python"] = "python"
     source: str
-    input_mappings: JsonObject = Field(default_factory=dict)
-    outputs: JsonObject = Field(default_factory=dict)
+    input_mappings: JsonObject = Field(default={})
+    outputs: JsonObject = Field(default={})
     timeout: PositiveSeconds = 30
-    dependencies: list[str] = Field(default_factory=list)
+    dependencies: list[str] = Field(default=[])
 
 
 class TemplateConfig(SpecModel):
@@ -145,12 +145,12 @@ class VariableOperation(SpecModel):
 
 
 class VariableConfig(SpecModel):
-    operations: list[VariableOperation] = Field(default_factory=list)
+    operations: list[VariableOperation] = Field(default=[])
 
 
 class _Node(SpecModel):
     id: str = Field(description="Unique node ID")
-    metadata: JsonObject = Field(default_factory=dict)
+    metadata: JsonObject = Field(default={})
 
 
 class StartWorkflowNode(_Node):

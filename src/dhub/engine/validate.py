@@ -114,6 +114,37 @@ def check_bounds(doc: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
+# Envelope strings are also indexed columns; PostgreSQL text cannot hold NUL characters.
+_SHORT_TEXT = ("type", "collection_id", "folder_id")
+_TEXT = ("name", "alias", "description", *_SHORT_TEXT)
+MAX_SHORT = 200
+
+
+def check_text(doc: dict[str, Any]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    tags = doc.get("tags")
+    values = [(k, doc.get(k)) for k in _TEXT]
+    if isinstance(tags, list):
+        values += [(f"tags/{i}", t) for i, t in enumerate(tags)]
+    for key, value in values:
+        if not isinstance(value, str):
+            continue
+        if "\x00" in value:
+            errors.append(
+                FieldError(f"/{key}", f"'{key}' contains a NUL character: remove it.", "nul")
+            )
+        short = key in _SHORT_TEXT or key.startswith("tags/")
+        if short and len(value) > MAX_SHORT:
+            errors.append(
+                FieldError(
+                    f"/{key}",
+                    f"'{key}' is {len(value)} characters long; the limit is {MAX_SHORT}.",
+                    "too_long",
+                )
+            )
+    return errors
+
+
 def check_modes(doc: dict[str, Any]) -> list[FieldError]:
     mode = doc.get("mode", "react")
     errors: list[FieldError] = []
@@ -196,6 +227,7 @@ def collect_errors(doc: Any) -> tuple[AgentSpec | None, list[FieldError]]:
     except ValidationError as exc:
         errors.extend(from_validation_error(exc, body, _UNION_TAGS))
     errors.extend(check_bounds(body))
+    errors.extend(check_text(body))
     errors.extend(check_modes(body))
     if body.get("mode") == "workflow":
         errors.extend(check_workflow(body))

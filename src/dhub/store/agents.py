@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, insert, or_, select, update
+from sqlalchemy import ColumnElement, delete, func, insert, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dhub.store.tables import agent_versions, agents, resource_owners, resource_tags, users
@@ -133,7 +133,7 @@ async def list_agents(
         conds.append(visible)
     if after_id is not None:
         conds.append(agents.c.id > after_id)
-    stmt = select(*_RECORD_COLUMNS).where(and_(*conds)).order_by(agents.c.id).limit(limit)
+    stmt = select(*_RECORD_COLUMNS).where(*conds).order_by(agents.c.id).limit(limit)
     return [_record(r) for r in (await conn.execute(stmt)).all()]
 
 
