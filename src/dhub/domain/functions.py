@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, Tag
+from pydantic import Discriminator, Field, GetJsonSchemaHandler, Tag
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from dhub.domain.base import JsonObject, SpecModel
 
@@ -60,6 +62,20 @@ OBJECT_TAG = "object-form"
 ITEM_TAGS = frozenset({STRING_TAG, REF_TAG, INLINE_TAG, OBJECT_TAG})
 
 
+class _AnyOf:
+    """Publish the union as ``anyOf``, as the seed does: a dict that is an inline config is also
+    an ``object``, so a JSON Schema ``oneOf`` would reject every inline tool."""
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        if "oneOf" in schema:
+            schema["anyOf"] = schema.pop("oneOf")
+        schema.pop("discriminator", None)
+        return schema
+
+
 def _item_form(value: Any) -> str:
     """Pick the most specific form deterministically, so a typo in an inline config is
     reported instead of the item silently degrading to a plain object."""
@@ -84,6 +100,7 @@ ToolItem = Annotated[
     | Annotated[AgentToolConfig, Tag(INLINE_TAG)]
     | Annotated[JsonObject, Tag(OBJECT_TAG)],
     Discriminator(_item_form),
+    _AnyOf(),
 ]
 ActorItem = Annotated[
     Annotated[str, Tag(STRING_TAG)]
@@ -91,12 +108,14 @@ ActorItem = Annotated[
     | Annotated[AgentActorConfig, Tag(INLINE_TAG)]
     | Annotated[JsonObject, Tag(OBJECT_TAG)],
     Discriminator(_item_form),
+    _AnyOf(),
 ]
 RoleItem = Annotated[
     Annotated[str, Tag(STRING_TAG)]
     | Annotated[AgentResourceRef, Tag(REF_TAG)]
     | Annotated[JsonObject, Tag(OBJECT_TAG)],
     Discriminator(lambda v: STRING_TAG if isinstance(v, str) else _ref_or_object(v)),
+    _AnyOf(),
 ]
 
 

@@ -1,0 +1,288 @@
+"""Random valid agent documents survive the API unchanged (hypothesis), on both databases."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from typing import Any
+
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dhub.domain.functions import KNOWN_DECORATORS
+from tests.integration.test_fixture_documents import SERVER_KEYS, assert_contains
+
+Draw = st.DrawFn
+text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=24)
+ident = st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | text
+)
+json_value = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+    max_leaves=6,
+)
+json_object = st.dictionaries(text, json_value, max_size=3)
+var_type = st.sampled_from(["string", "number", "boolean", "object", "array"])
+effort = st.sampled_from(["none", "minimal", "low", "medium", "high", "xhigh", "max"])
+seconds = st.integers(1, 10**6) | st.floats(0.001, 10**6)
+
+
+def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    return st.none() | strategy
+
+
+def function_spec() -> st.SearchStrategy[dict[str, Any]]:
+    decorator = st.fixed_dictionaries(
+        {"decorator": st.sampled_from(KNOWN_DECORATORS), "name": ident},
+        optional={"arguments": json_object},
+    )
+    return st.fixed_dictionaries(
+        {"source": text},
+        optional={
+            "inputs": json_object,
+            "outputs": json_object,
+            "dependencies": st.lists(ident, max_size=2),
+            "decorators": st.lists(decorator, max_size=2),
+        },
+    )
+
+
+def item(inline: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[Any]:
+    ref = st.fixed_dictionaries({"id": ident, "name": text})
+    other = st.fixed_dictionaries({"builtin": ident}, optional={"options": json_object})
+    return ident | ref | inline | other
+
+
+tool_config = st.fixed_dictionaries(
+    {"name": ident, "function": function_spec()},
+    optional={
+        "description": text,
+        "type": st.just("python"),
+        "require_browser": st.booleans(),
+        "options": json_object,
+    },
+)
+actor_config = st.fixed_dictionaries(
+    {"name": ident, "function": function_spec()},
+    optional={
+        "description": text,
+        "confirmation_policy": st.sampled_from(["confirm", "auto"]),
+        "options": json_object,
+    },
+)
+
+
+@st.composite
+def compaction(draw: Draw) -> dict[str, Any]:
+    trigger = draw(st.floats(0.02, 0.99))
+    target = draw(st.floats(0.01, trigger, exclude_max=True))
+    return {
+        "enabled": draw(maybe(st.booleans())),
+        "trigger_ratio": trigger,
+        "target_ratio": target,
+        "summary_max_tokens": draw(maybe(st.integers(128, 8192))),
+    }
+
+
+agent_config = st.fixed_dictionaries(
+    {"instructions": text, "model_provider": ident, "model": ident},
+    optional={
+        "prompts": st.lists(
+            st.fixed_dictionaries({"prompt_id": ident}, optional={"variables": maybe(json_object)}),
+            max_size=2,
+        ),
+        "tools": st.lists(item(tool_config), max_size=3),
+        "actors": st.lists(item(actor_config), max_size=2),
+        "roles": st.lists(
+            ident | st.fixed_dictionaries({"id": ident, "name": text}) | st.just({"name": "r"}),
+            max_size=2,
+        ),
+        "outputs": maybe(json_object),
+        "max_iterations": st.integers(1, 1000),
+        "max_input_tokens": maybe(st.integers(1, 10**7)),
+        "compaction": maybe(compaction()),
+        "options": maybe(json_object),
+        "reasoning_effort": maybe(effort),
+    },
+)
+
+
+def node_config(kind: str) -> st.SearchStrategy[dict[str, Any]]:
+    mappings = st.dictionaries(ident, text | json_value, max_size=2)
+    configs: dict[str, st.SearchStrategy[dict[str, Any]]] = {
+        "template": st.fixed_dictionaries({"template": text}, optional={"output": ident}),
+        "code": st.fixed_dictionaries(
+            {"source": text},
+            optional={"input_mappings": mappings, "outputs": json_object, "timeout": seconds},
+        ),
+        "llm": st.fixed_dictionaries(
+            {"model_provider": ident, "model": ident, "prompt": text},
+            optional={
+                "system_prompt": text,
+                "reasoning_effort": maybe(effort),
+                "output": ident,
+                "response": json_object,
+            },
+        ),
+        "tool_call": st.fixed_dictionaries(
+            {"tool": item(tool_config)}, optional={"input_mappings": mappings, "timeout": seconds}
+        ),
+        "human_input": st.fixed_dictionaries(
+            {"prompt": text},
+            optional={
+                "input_fields": st.lists(
+                    st.fixed_dictionaries(
+                        {"name": ident, "type": var_type},
+                        optional={"required": st.booleans(), "options": st.lists(text, max_size=2)},
+                    ),
+                    max_size=2,
+                ),
+                "timeout": seconds,
+                "assignees": st.lists(ident, max_size=2),
+                "on_timeout": st.sampled_from(["error", "skip", "default"]),
+            },
+        ),
+        "variable": st.fixed_dictionaries(
+            {
+                "operations": st.lists(
+                    st.fixed_dictionaries(
+                        {
+                            "action": st.sampled_from(["set", "append", "increment", "clear"]),
+                            "variable": ident,
+                        },
+                        optional={"value": json_value},
+                    ),
+                    max_size=2,
+                )
+            }
+        ),
+    }
+    return configs[kind]
+
+
+@st.composite
+def workflow_parts(draw: Draw) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A start, a chain of random nodes (one of them maybe a loop with a body), an end."""
+    start_vars = st.lists(
+        st.fixed_dictionaries(
+            {"name": ident, "type": var_type},
+            optional={"required": st.booleans(), "default": json_value, "description": text},
+        ),
+        max_size=3,
+    )
+    nodes = [{"id": "start", "type": "start", "config": {"variables": draw(start_vars)}}]
+    kinds = draw(
+        st.lists(
+            st.sampled_from(["template", "code", "llm", "tool_call", "human_input", "variable"]),
+            max_size=5,
+        )
+    )
+    chain = ["start"]
+    for i, kind in enumerate(kinds):
+        node: dict[str, Any] = {"id": f"n{i}", "type": kind, "config": draw(node_config(kind))}
+        if draw(st.booleans()):
+            node["metadata"] = draw(json_object)
+        nodes.append(node)
+        chain.append(node["id"])
+    edges: list[dict[str, Any]] = []
+    if draw(st.booleans()):
+        body = [
+            {"id": "b0", "type": "template", "config": {"template": "{{ item }}"}},
+            {"id": "b1", "type": "template", "config": {"template": "{{ text }}"}},
+        ]
+        loop = {
+            "id": "loop",
+            "type": "loop",
+            "config": {"source": "{{ items }}", "body_node_ids": ["b0", "b1"]},
+        }
+        nodes += [loop, *body]
+        chain.append("loop")
+        edges.append({"source": "b0", "target": "b1"})
+    nodes.append(
+        {
+            "id": "end",
+            "type": "end",
+            "config": {
+                "outputs": draw(
+                    st.lists(
+                        st.fixed_dictionaries({"name": ident, "type": var_type, "value": text}),
+                        max_size=2,
+                    )
+                )
+            },
+        }
+    )
+    chain.append("end")
+    condition = st.none() | st.just("{{ true }}")
+    for src, dst in itertools.pairwise(chain):
+        edge: dict[str, Any] = {"source": src, "target": dst}
+        if (c := draw(condition)) is not None:
+            edge["condition"] = c
+        edges.append(edge)
+    return nodes, edges
+
+
+@st.composite
+def agent_documents(draw: Draw) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "name": draw(text.filter(bool)) + uuid.uuid4().hex[:8],
+        "description": draw(text),
+    }
+    optional = {
+        "alias": maybe(text),
+        "category": st.just("agent"),
+        "type": maybe(ident),
+        "collection_id": maybe(ident),
+        "folder_id": maybe(ident),
+        "tags": maybe(st.lists(ident, max_size=3, unique=True)),
+        "input_mode": st.sampled_from(["chat", "event"]),
+        "tables": st.lists(ident, max_size=2),
+        "templates": st.lists(ident, max_size=2),
+        "ontologies": st.lists(ident, max_size=2),
+        "conversations": st.lists(
+            st.fixed_dictionaries(
+                {"name": ident, "type": var_type, "description": text},
+                optional={"default": json_value},
+            ),
+            max_size=2,
+        ),
+        "options": maybe(json_object),
+    }
+    for key, strategy in optional.items():
+        if draw(st.booleans()):
+            doc[key] = draw(strategy)
+    if draw(st.booleans()):
+        doc["mode"] = "workflow"
+        doc["nodes"], doc["edges"] = draw(workflow_parts())
+        if draw(st.booleans()):
+            doc["agent"] = None
+    else:
+        if draw(st.booleans()):
+            doc["mode"] = "react"
+        doc["agent"] = draw(agent_config)
+    return doc
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(doc=agent_documents())
+def test_random_valid_documents_round_trip(client: TestClient, doc: dict[str, Any]) -> None:
+    created = client.post("/api/v1/agents", json=doc)
+    assert created.status_code == 201, created.text
+    body = created.json()
+    assert_contains(body, doc)
+    assert set(body) - set(doc) <= SERVER_KEYS | {
+        "alias", "type", "tags", "input_mode", "mode", "agent", "nodes", "edges", "tables",
+        "templates", "ontologies", "conversations", "options", "category",
+    }  # fmt: skip
+    assert client.get(f"/api/v1/agents/{body['id']}").json() == body
