@@ -48,8 +48,8 @@ def _strings(value: Any) -> Iterator[tuple[int, str]]:
 def check_workflow(doc: dict[str, Any]) -> list[FieldError]:
     """Every graph problem of a workflow document, each located by a JSON pointer."""
     nodes = doc.get("nodes")
-    if not isinstance(nodes, list):
-        return []  # the schema check reports a missing or mistyped ``nodes``
+    if not isinstance(nodes, list) or not nodes:
+        return []  # the schema and mode checks report missing, mistyped or empty ``nodes``
     errors: list[FieldError] = []
     graph = _Graph()
     _collect_nodes(nodes, graph, errors)
