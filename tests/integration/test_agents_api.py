@@ -158,6 +158,9 @@ def test_versions_keep_every_previous_document(client: TestClient) -> None:
     assert all(v["created_by"] == "user.admin" for v in listing)
     first = client.get(f"{url}/versions/1").json()
     assert first["description"] == "one" and first["version"] == 1 and first["id"] == agent["id"]
+    assert first["created_at"] == agent["created_at"]
+    assert first["updated_at"] == agent["updated_at"]  # when version 1 was stored
+    assert client.get(f"{url}/versions/3").json() == client.get(url).json()
     assert client.get(url).json()["description"] == "three"
     missing = client.get(f"{url}/versions/9")
     assert missing.status_code == 404 and "1 to 3" in missing.json()["detail"]

@@ -143,8 +143,28 @@ def test_timeouts_accept_int_or_float_but_not_text() -> None:
     doc = triage()
     doc["nodes"][1]["config"]["timeout"] = 2.5
     assert errors_of(doc) == {}
-    doc["nodes"][1]["config"]["timeout"] = "soon"
-    assert errors_of(doc) == {"/nodes/1/config/timeout": "float_parsing"}
+    for wrong in ("soon", "5", True):
+        doc["nodes"][1]["config"]["timeout"] = wrong
+        assert errors_of(doc) == {"/nodes/1/config/timeout": "float_type"}
+
+
+def test_numbers_must_be_json_numbers() -> None:
+    doc = load_json(FIXTURES / "valid" / "react_support.json")
+    doc["agent"]["max_iterations"] = "0"
+    doc["agent"]["max_input_tokens"] = True
+    assert errors_of(doc) == {
+        "/agent/max_iterations": "int_type",
+        "/agent/max_input_tokens": "int_type",
+    }
+
+
+def test_mode_and_fields_agree() -> None:
+    react = load_json(FIXTURES / "valid" / "react_support.json")
+    react["nodes"] = triage()["nodes"]
+    assert errors_of(react) == {"/nodes": "react_has_nodes"}
+    workflow = triage()
+    workflow["agent"] = react["agent"]
+    assert errors_of(workflow) == {"/agent": "workflow_has_agent"}
 
 
 def test_envelope_text_limits() -> None:

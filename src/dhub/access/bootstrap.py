@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from dhub.access.tokens import generate_token, hash_token
@@ -13,9 +14,15 @@ from dhub.store.users import count_users, insert_token, insert_user, token_exist
 ADMIN_ID = "user.admin"
 
 
-async def ensure_admin(db: Database, data_dir: Path, admin_token: str | None) -> str | None:
-    """Create ``user.admin`` on an empty database. Returns the token when one was generated
-    (the caller prints it once); a token given in DHUB_ADMIN_TOKEN is registered if new."""
+@dataclass(frozen=True)
+class Bootstrap:
+    fresh: bool  # the database had no users: a new installation
+    generated_token: str | None  # to print once; None when DHUB_ADMIN_TOKEN gave the token
+
+
+async def ensure_admin(db: Database, data_dir: Path, admin_token: str | None) -> Bootstrap:
+    """Create ``user.admin`` on an empty database, with a generated token unless
+    DHUB_ADMIN_TOKEN gives one (registered on any start, so rotating the variable works)."""
     async with db.write() as conn:
         fresh = await count_users(conn) == 0
         if fresh:
@@ -45,7 +52,7 @@ async def ensure_admin(db: Database, data_dir: Path, admin_token: str | None) ->
             )
     if generated is not None:
         write_secret(data_dir / "admin.token", generated)
-    return generated
+    return Bootstrap(fresh=fresh, generated_token=generated)
 
 
 def write_secret(path: Path, secret: str) -> None:

@@ -35,15 +35,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         await db.migrate()
         services = Services(db=db, agents=AgentService(db))
         app.state.services = services
-        generated = await ensure_admin(db, settings.data_dir, settings.admin_token)
-        if generated is not None:
+        boot = await ensure_admin(db, settings.data_dir, settings.admin_token)
+        if boot.generated_token is not None:
             print(
                 f"dhub: created the admin user '{ADMIN_ID}'. Its API token, shown once "
-                f"(also saved to {settings.data_dir / 'admin.token'}):\n  {generated}",
+                f"(also saved to {settings.data_dir / 'admin.token'}):\n  {boot.generated_token}",
                 file=sys.stderr,
                 flush=True,
             )
-        if generated is not None and settings.examples_dir is not None:
+        if boot.fresh and settings.examples_dir is not None:
             admin = Principal(ADMIN_ID, is_admin=True)
             await load_examples(services.agents, admin, settings.examples_dir)
         try:

@@ -29,6 +29,8 @@ NonNegativeSeconds = Annotated[float | int, _bounded("number", minimum=0)]
 
 
 class SpecModel(BaseModel):
-    """A part of a user-written document: unknown fields are errors, not silently dropped."""
+    """A part of a user-written document: unknown fields are errors, not silently dropped, and
+    values must have their JSON type ("5" is not a number, true is not 1), so what is stored is
+    exactly what was checked."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)

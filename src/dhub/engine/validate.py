@@ -146,9 +146,21 @@ def check_text(doc: dict[str, Any]) -> list[FieldError]:
 
 
 def check_modes(doc: dict[str, Any]) -> list[FieldError]:
-    mode = doc.get("mode", "react")
-    errors: list[FieldError] = []
-    if mode == "react" and doc.get("agent") is None:
+    """A react agent runs ``agent``, a workflow runs ``nodes``; the other part would be stored
+    and silently ignored, so it is an error rather than a surprise later."""
+    if doc.get("mode", "react") == "react":
+        errors = _react_fields(doc)
+    elif doc.get("mode") == "workflow":
+        errors = _workflow_fields(doc)
+    else:
+        errors = []  # the schema check reports an unknown mode
+    errors.extend(_check_loops(doc))
+    return errors
+
+
+def _react_fields(doc: dict[str, Any]) -> list[FieldError]:
+    errors = []
+    if doc.get("agent") is None:
         errors.append(
             FieldError(
                 "/agent",
@@ -157,20 +169,40 @@ def check_modes(doc: dict[str, Any]) -> list[FieldError]:
                 "react_needs_agent",
             )
         )
-    if mode == "workflow":
-        nodes = doc.get("nodes")
-        if isinstance(nodes, list) and not nodes:
+    for key in ("nodes", "edges"):
+        if doc.get(key):
             errors.append(
                 FieldError(
-                    "/nodes",
-                    "A workflow agent needs nodes (one start, at least one end): add them, "
-                    "or set mode to 'react'.",
-                    "workflow_needs_nodes",
+                    f"/{key}",
+                    f"A react agent does not run a graph: remove '{key}', or set mode to "
+                    "'workflow'.",
+                    f"react_has_{key}",
                 )
             )
-        elif nodes is None:
-            errors.append(FieldError("/nodes", "A workflow agent needs 'nodes'.", "missing"))
-    errors.extend(_check_loops(doc))
+    return errors
+
+
+def _workflow_fields(doc: dict[str, Any]) -> list[FieldError]:
+    errors = []
+    nodes = doc.get("nodes")
+    if nodes is None or nodes == []:
+        errors.append(
+            FieldError(
+                "/nodes",
+                "A workflow agent needs nodes (one start, at least one end): add them, "
+                "or set mode to 'react'.",
+                "workflow_needs_nodes",
+            )
+        )
+    if doc.get("agent") is not None:
+        errors.append(
+            FieldError(
+                "/agent",
+                "A workflow agent does not use 'agent' (llm nodes name their own model): set it "
+                "to null, or set mode to 'react'.",
+                "workflow_has_agent",
+            )
+        )
     return errors
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,14 +51,10 @@ def dump_spec(spec: AgentSpec) -> str:
 
 
 def render(
-    record: repo.AgentRecord,
-    owners: list[dict[str, Any]],
-    scope: str | None,
-    document: str | None = None,
-    version: int | None = None,
+    record: repo.AgentRecord, owners: list[dict[str, Any]], scope: str | None
 ) -> dict[str, Any]:
-    """The AgentResponse for a stored agent (or one of its versions), in seed field order."""
-    spec = orjson.loads(document or record.document)
+    """The AgentResponse for a stored agent (or a snapshot of one version), in seed order."""
+    spec = orjson.loads(record.document)
     out: dict[str, Any] = {}
     for key in _HEAD:
         out[key] = record.id if key == "id" else spec.get(key)
@@ -71,7 +68,7 @@ def render(
         out[key] = spec.get(key)
     out["is_builtin"] = record.is_builtin
     out["item"] = record.id
-    out["version"] = version or record.version
+    out["version"] = record.version
     return out
 
 
@@ -232,7 +229,10 @@ class AgentService:
                 f"Agent '{agent_id}' has no version {number}; it has versions 1 to "
                 f"{record.version}."
             )
-        return render(record, owners, scope, found.document, found.version)
+        snapshot = dataclasses.replace(
+            record, document=found.document, version=found.version, updated_at=found.created_at
+        )
+        return render(snapshot, owners, scope)
 
     @staticmethod
     def validate(doc: Any) -> dict[str, Any]:
