@@ -1,0 +1,159 @@
+"""One conformance suite for the store, run against every backend (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from sqlalchemy.exc import IntegrityError
+
+from dhub.store import agents as repo
+from dhub.store import users
+from dhub.store.db import Database, normalize_url
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[Database]:
+    database = Database(database_url)
+    await database.migrate()
+    await database.migrate()  # migrating twice is a no-op
+    try:
+        yield database
+    finally:
+        await database.dispose()
+
+
+def row(agent_id: str, name: str, **extra: object) -> dict[str, object]:
+    values: dict[str, object] = {
+        "id": agent_id,
+        "name": name,
+        "folder_key": "",
+        "folder_id": None,
+        "collection_id": None,
+        "alias": None,
+        "description": "",
+        "type": None,
+        "mode": "react",
+        "input_mode": "chat",
+        "version": 1,
+        "document": "{}",
+        "is_builtin": False,
+        "created_by": "user.admin",
+        "created_at": 1,
+        "updated_at": 1,
+    }
+    values.update(extra)
+    return values
+
+
+async def test_insert_get_update_delete(db: Database) -> None:
+    async with db.write() as conn:
+        await repo.insert_agent(conn, row("agent.1", "one", document='{"a": 1}'))
+        await repo.insert_version(conn, "agent.1", 1, '{"a": 1}', "user.admin", 1)
+        await repo.set_tags(conn, "agent.1", ["x", "y", "x"])
+        await repo.add_owners(conn, "agent.1", ["user.admin", "group.ops"])
+    async with db.read() as conn:
+        record = await repo.get_agent(conn, "agent.1")
+        assert record is not None
+        assert (record.name, record.document, record.version) == ("one", '{"a": 1}', 1)
+        owners = await repo.owners_of(conn, ["agent.1"])
+        assert [(o["id"], o["type"]) for o in owners["agent.1"]] == [
+            ("group.ops", "group"),
+            ("user.admin", "user"),
+        ]
+        assert await repo.find_by_name(conn, None, "one") == "agent.1"
+        assert await repo.find_by_name(conn, "folder", "one") is None
+    async with db.write() as conn:
+        await repo.update_agent(conn, "agent.1", {"version": 2, "document": "{}"})
+        await repo.insert_version(conn, "agent.1", 2, "{}", "user.admin", 2)
+    async with db.read() as conn:
+        assert [v.version for v in await repo.list_versions(conn, "agent.1")] == [2, 1]
+        first = await repo.get_version(conn, "agent.1", 1)
+        assert first is not None and first.document == '{"a": 1}'
+        assert await repo.get_version(conn, "agent.1", 3) is None
+    async with db.write() as conn:
+        await repo.delete_agent(conn, "agent.1")
+    async with db.read() as conn:
+        assert await repo.get_agent(conn, "agent.1") is None
+        assert await repo.list_versions(conn, "agent.1") == []
+        assert await repo.owners_of(conn, ["agent.1"]) == {"agent.1": []}
+
+
+async def test_name_is_unique_per_folder_key(db: Database) -> None:
+    async with db.write() as conn:
+        await repo.insert_agent(conn, row("agent.1", "same"))
+        await repo.insert_agent(conn, row("agent.2", "same", folder_key="f", folder_id="f"))
+    with pytest.raises(IntegrityError):
+        async with db.write() as conn:
+            await repo.insert_agent(conn, row("agent.3", "same"))
+    async with db.read() as conn:  # the failed transaction left nothing behind
+        assert await repo.get_agent(conn, "agent.3") is None
+
+
+async def test_list_filters_visibility_and_pages(db: Database) -> None:
+    async with db.write() as conn:
+        for i in range(7):
+            mode = "workflow" if i % 2 else "react"
+            await repo.insert_agent(
+                conn, row(f"agent.{i}", f"n{i}", mode=mode, description=f"about {i}%")
+            )
+            await repo.add_owners(conn, f"agent.{i}", ["user.a" if i < 4 else "user.b"])
+            await repo.set_tags(conn, f"agent.{i}", ["all", *(["even"] if i % 2 == 0 else [])])
+    everything = repo.AgentFilter()
+    async with db.read() as conn:
+
+        async def ids(
+            flt: repo.AgentFilter = everything,
+            visible: object = None,
+            after: str | None = None,
+            limit: int = 100,
+        ) -> list[str]:
+            cond = repo.owned_by(["user.b"]) if visible else None
+            return [r.id for r in await repo.list_agents(conn, flt, cond, after, limit)]
+
+        assert await ids() == [f"agent.{i}" for i in range(7)]
+        assert await ids(repo.AgentFilter(mode="workflow")) == ["agent.1", "agent.3", "agent.5"]
+        assert await ids(repo.AgentFilter(tags=("all", "even"))) == [
+            "agent.0", "agent.2", "agent.4", "agent.6",
+        ]  # fmt: skip
+        assert await ids(repo.AgentFilter(q="3%")) == ["agent.3"]
+        assert await ids(repo.AgentFilter(q="_")) == []
+        assert await ids(visible=True) == ["agent.4", "agent.5", "agent.6"]
+        assert await ids(after="agent.2", limit=2) == ["agent.3", "agent.4"]
+        assert await ids(repo.AgentFilter(tags=("even",)), visible=True, after="agent.4") == [
+            "agent.6"
+        ]
+
+
+async def test_users_and_tokens(db: Database) -> None:
+    async with db.write() as conn:
+        assert await users.count_users(conn) == 0
+        await users.insert_user(
+            conn, {"id": "user.x", "display_name": "X", "is_admin": False, "created_at": 1}
+        )
+        await users.insert_token(
+            conn,
+            {
+                "id": "token.1",
+                "user_id": "user.x",
+                "name": "t",
+                "token_hash": "h" * 64,
+                "created_at": 1,
+                "expires_at": 5,
+            },
+        )
+    async with db.read() as conn:
+        owner = await users.find_token(conn, "h" * 64)
+        assert owner is not None
+        assert (owner.user_id, owner.is_admin, owner.expires_at) == ("user.x", False, 5)
+        assert await users.find_token(conn, "nope") is None
+        assert await users.user_exists(conn, "user.x")
+        assert await users.token_exists(conn, "h" * 64)
+
+
+def test_url_normalisation() -> None:
+    assert normalize_url("postgresql://u@h:5432/db").startswith("postgresql+psycopg://u@h:5432")
+    assert normalize_url("postgres://u@h/db").startswith("postgresql+psycopg://")
+    assert normalize_url("sqlite:///x/y.db") == "sqlite+aiosqlite:///x/y.db"
+    with pytest.raises(ValueError, match="sqlite"):
+        normalize_url("mysql://u@h/db")
