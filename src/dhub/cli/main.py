@@ -7,7 +7,31 @@ from typing import Annotated
 
 import typer
 
+from dhub.cli import agents
+from dhub.cli._common import Connection
+
 app = typer.Typer(help="dhub: a self-hosted agent platform.", no_args_is_help=True)
+app.add_typer(agents.app, name="agents")
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    url: Annotated[
+        str | None,
+        typer.Option(help="Server URL (default: $DHUB_URL, else http://127.0.0.1:8000)."),
+    ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            help="API token (default: $DHUB_TOKEN, else admin.token in $DHUB_DATA_DIR or ./.dhub)."
+        ),
+    ] = None,
+) -> None:
+    # Tests inject a ready Client as obj=; otherwise remember the options and let the first
+    # command that talks to the server build the client (serve never needs one).
+    if ctx.obj is None:
+        ctx.obj = Connection(url, token)
 
 
 @app.command()
@@ -23,12 +47,17 @@ def serve(
     ] = None,
 ) -> None:
     """Run the API server (embedded SQLite unless DHUB_DATABASE_URL says otherwise)."""
+    import logging
+
     import uvicorn
 
     from dhub.api.app import create_app
     from dhub.settings import Settings
 
     settings = Settings.from_env(data_dir=data_dir, examples_dir=examples)
+    # uvicorn configures only its own loggers; dhub's (examples loaded, errors) go beside them.
+    logging.basicConfig(level=logging.INFO, format="%(levelname)-9s %(name)s: %(message)s")
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
 

@@ -1,0 +1,64 @@
+"""The dhub Python SDK.
+
+    from dhub.client import Client
+
+    with Client.from_env() as dhub:
+        created = dhub.create_agent(doc)
+        for agent in dhub.iter_agents(tags=["demo"]):
+            print(agent["id"], agent["name"])
+
+Everything public is listed in ``__all__`` (pinned by tests/unit/test_client_surface.py); the
+underscore modules behind it may change without notice.
+"""
+
+from dhub.client._client import Client
+from dhub.client._config import DEFAULT_URL
+from dhub.client._exceptions import (
+    ConfigurationError,
+    Conflict,
+    DhubAPIError,
+    DhubClientError,
+    FieldError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    ServerUnreachable,
+    Unauthenticated,
+)
+from dhub.client._models import (
+    Agent,
+    AgentPage,
+    AgentVersion,
+    ApplyAction,
+    ApplyResult,
+    ValidationResult,
+)
+
+__all__ = [
+    "DEFAULT_URL",
+    "Agent",
+    "AgentPage",
+    "AgentVersion",
+    "ApplyAction",
+    "ApplyResult",
+    "Client",
+    "ConfigurationError",
+    "Conflict",
+    "DhubAPIError",
+    "DhubClientError",
+    "FieldError",
+    "Forbidden",
+    "InvalidInput",
+    "NotFound",
+    "ServerUnreachable",
+    "Unauthenticated",
+    "ValidationResult",
+]
+
+# Show the public path in reprs and tracebacks (dhub.client.NotFound, not ..._exceptions),
+# as httpx does. Type aliases (Agent, ApplyAction) have no __module__ of their own to set.
+for _name in __all__:
+    _member = globals()[_name]
+    if isinstance(_member, type):
+        _member.__module__ = __name__
+del _name, _member

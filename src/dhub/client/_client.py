@@ -1,0 +1,255 @@
+"""The synchronous dhub client: one method per agent endpoint, plus ``apply_agent``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal
+from urllib.parse import quote
+
+import httpx
+
+from dhub.client._apply import replacement_patch, strip_read_only
+from dhub.client._config import resolve_token, resolve_url
+from dhub.client._exceptions import (
+    DhubClientError,
+    FieldError,
+    ServerUnreachable,
+    error_from_response,
+)
+from dhub.client._models import Agent, AgentPage, AgentVersion, ApplyResult, ValidationResult
+
+API_PREFIX = "/api/v1"
+DEFAULT_TIMEOUT = httpx.Timeout(30.0)
+USER_AGENT = "dhub-client/0.1"
+
+Mode = Literal["react", "workflow"]
+InputMode = Literal["chat", "event"]
+
+
+class Client:
+    """A client for one dhub server and one API token.
+
+    ``transport`` replaces the network (e.g. ``httpx.MockTransport``); ``http`` replaces the whole
+    ``httpx.Client`` (e.g. a Starlette ``TestClient``), which this client then does not close.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        http: httpx.Client | None = None,
+    ) -> None:
+        if http is not None and transport is not None:
+            raise ValueError("Pass either transport or http, not both.")
+        self.base_url = base_url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}", "User-Agent": USER_AGENT}
+        self._owns_http = http is None
+        self._http = (
+            http if http is not None else httpx.Client(transport=transport, timeout=DEFAULT_TIMEOUT)
+        )
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        url: str | None = None,
+        token: str | None = None,
+        data_dir: str | Path | None = None,
+        transport: httpx.BaseTransport | None = None,
+    ) -> Client:
+        """Resolve what is not given: ``$DHUB_URL`` (default ``http://127.0.0.1:8000``), then
+        ``$DHUB_TOKEN``, else ``admin.token`` in ``$DHUB_DATA_DIR`` (default ``./.dhub``)."""
+        return cls(resolve_url(url), resolve_token(token, data_dir), transport=transport)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Client base_url={self.base_url!r}>"
+
+    # -- agents ------------------------------------------------------------------------------
+
+    def create_agent(self, doc: Mapping[str, Any]) -> Agent:
+        return self._object("POST", "/agents", json=dict(doc))
+
+    def get_agent(self, agent_id: str) -> Agent:
+        return self._object("GET", f"/agents/{_segment(agent_id)}")
+
+    def update_agent(self, agent_id: str, patch: Mapping[str, Any]) -> Agent:
+        """Apply an RFC 7396 merge patch: keys set to ``None`` are removed (reset to default)."""
+        return self._object(
+            "PATCH",
+            f"/agents/{_segment(agent_id)}",
+            json=dict(patch),
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+
+    def delete_agent(self, agent_id: str) -> None:
+        self._request("DELETE", f"/agents/{_segment(agent_id)}")
+
+    def list_agents(
+        self,
+        *,
+        q: str | None = None,
+        tags: Sequence[str] | None = None,
+        collection_id: str | None = None,
+        folder_id: str | None = None,
+        mode: Mode | None = None,
+        input_mode: InputMode | None = None,
+        type: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> AgentPage:
+        """One page of the agents the caller can see, in creation order."""
+        params = _query(
+            q=q,
+            tags=list(tags) if tags else None,
+            collection_id=collection_id,
+            folder_id=folder_id,
+            mode=mode,
+            input_mode=input_mode,
+            type=type,
+            limit=limit,
+            cursor=cursor,
+        )
+        body = self._object("GET", "/agents", params=params)
+        return AgentPage(data=list(body["data"]), next_cursor=body.get("next_cursor"))
+
+    def iter_agents(
+        self,
+        *,
+        q: str | None = None,
+        tags: Sequence[str] | None = None,
+        collection_id: str | None = None,
+        folder_id: str | None = None,
+        mode: Mode | None = None,
+        input_mode: InputMode | None = None,
+        type: str | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[Agent]:
+        """Every matching agent, fetching pages lazily by following ``next_cursor``."""
+        cursor: str | None = None
+        while True:
+            page = self.list_agents(
+                q=q,
+                tags=tags,
+                collection_id=collection_id,
+                folder_id=folder_id,
+                mode=mode,
+                input_mode=input_mode,
+                type=type,
+                limit=page_size,
+                cursor=cursor,
+            )
+            yield from page.data
+            if page.next_cursor is None:
+                return
+            cursor = page.next_cursor
+
+    def validate_agent(self, doc: Any) -> ValidationResult:
+        """Check a document without storing it; every problem is reported at once."""
+        body = self._object("POST", "/agents/validate", json=doc)
+        errors = [FieldError.from_json(e) for e in body.get("errors", [])]
+        return ValidationResult(valid=bool(body["valid"]), errors=errors)
+
+    def agent_versions(self, agent_id: str) -> list[AgentVersion]:
+        body = self._object("GET", f"/agents/{_segment(agent_id)}/versions")
+        return [
+            AgentVersion(int(v["version"]), int(v["created_at"]), str(v["created_by"]))
+            for v in body["data"]
+        ]
+
+    def agent_version(self, agent_id: str, version: int) -> Agent:
+        """The agent as it was at ``version`` (1 is the document it was created with)."""
+        return self._object("GET", f"/agents/{_segment(agent_id)}/versions/{int(version)}")
+
+    def find_agent_by_name(self, name: str, folder_id: str | None = None) -> Agent | None:
+        """The agent named exactly ``name`` in ``folder_id`` (None: the top level), if any."""
+        # The server's `q` is a substring search over name, alias and description, and an
+        # absent folder_id means "any folder", so both are narrowed down here.
+        for agent in self.iter_agents(q=name, folder_id=folder_id):
+            if agent.get("name") == name and (agent.get("folder_id") or None) == (
+                folder_id or None
+            ):
+                return agent
+        return None
+
+    def apply_agent(self, doc: Mapping[str, Any]) -> ApplyResult:
+        """Create the agent, or make the existing one with the same name and folder_id equal
+        to ``doc`` (fields the document leaves out go back to their defaults)."""
+        name, folder_id = doc.get("name"), doc.get("folder_id")
+        existing = None
+        if isinstance(name, str) and (folder_id is None or isinstance(folder_id, str)):
+            existing = self.find_agent_by_name(name, folder_id)
+        body = strip_read_only(dict(doc), existing.get("markings", []) if existing else [])
+        if existing is None:
+            # Also the path for documents without a usable name: the server says what is wrong.
+            return ApplyResult("created", self.create_agent(body))
+        updated = self.update_agent(existing["id"], replacement_patch(existing, body))
+        changed = updated.get("version") != existing.get("version")
+        return ApplyResult("updated" if changed else "unchanged", updated)
+
+    # -- transport ---------------------------------------------------------------------------
+
+    def _object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """The JSON object a successful call returns (every body this API sends is one)."""
+        response = self._request(method, path, **kwargs)
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise DhubClientError(
+                f"The server at {self.base_url} answered {method} {path} with a body that is "
+                "not a JSON object; is the URL pointing at a dhub server?"
+            )
+        return body
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        **kwargs: Any,
+    ) -> httpx.Response:
+        url = f"{self.base_url}{API_PREFIX}{path}"
+        try:
+            response = self._http.request(
+                method, url, headers={**self._headers, **(headers or {})}, **kwargs
+            )
+        except httpx.TransportError as exc:
+            raise ServerUnreachable(
+                f"Could not reach the dhub server at {self.base_url}: {exc or type(exc).__name__}",
+                url=url,
+            ) from exc
+        if response.is_error:
+            raise error_from_response(response)
+        return response
+
+
+def _segment(value: str) -> str:
+    """An id as one URL path segment (a stray '/' or '?' must not change the route)."""
+    return quote(value, safe="")
+
+
+def _query(**params: Any) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if v is not None}
