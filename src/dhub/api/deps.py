@@ -24,7 +24,8 @@ class Services:
     agents: AgentService
 
 
-def services(request: Request) -> Services:
+async def services(request: Request) -> Services:
+    # async on purpose: FastAPI runs a plain ``def`` dependency in its thread pool.
     found: Services = request.app.state.services
     return found
 
@@ -38,7 +39,8 @@ async def caller(
             "This endpoint needs 'Authorization: Bearer <token>'; see admin.token in the data "
             "directory for the first token."
         )
-    return await authenticate(services(request).db, f"Bearer {credentials.credentials}")
+    svc: Services = request.app.state.services
+    return await authenticate(svc.db, f"Bearer {credentials.credentials}")
 
 
 async def json_body(request: Request) -> Any:
