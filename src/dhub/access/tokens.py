@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from dhub.access.principal import Principal
 from dhub.domain.errors import Unauthenticated
@@ -24,20 +27,76 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-async def authenticate(db: Database, authorization: str | None) -> Principal:
-    """The principal for an ``Authorization: Bearer <token>`` header, or Unauthenticated."""
+def bearer_digest(authorization: str | None) -> str:
+    """The digest of the token in an ``Authorization: Bearer <token>`` header."""
     if not authorization:
         raise Unauthenticated("Missing 'Authorization: Bearer <token>' header.")
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthenticated("The Authorization header must be 'Bearer <token>'.")
-    digest = hash_token(token.strip())
-    async with db.read() as conn:
-        owner = await find_token(conn, digest)
-    if owner is None or not hmac.compare_digest(owner.token_hash, digest):
-        raise Unauthenticated("The token is not valid.")
-    if owner.revoked_at is not None:
-        raise Unauthenticated("The token was revoked.")
-    if owner.expires_at is not None and owner.expires_at <= now_ms():
-        raise Unauthenticated("The token has expired.")
-    return Principal(user_id=owner.user_id, is_admin=owner.is_admin)
+    return hash_token(token.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class _Verified:
+    principal: Principal
+    expires_at: int | None  # the token's own expiry, unix ms
+    fresh_until: float  # when this process must look the token up again (monotonic s)
+
+
+class Authenticator:
+    """Verifies bearer tokens against the store.
+
+    A verified token is remembered for ``ttl`` seconds, so a busy client costs one hash per
+    request instead of one database read. The price is bounded staleness: a token revoked in
+    another process keeps working here for at most ``ttl`` seconds (``forget`` makes it
+    immediate in this one). The token's own expiry is checked on every request.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        ttl: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = 10_000,
+    ) -> None:
+        self._db = db
+        self._ttl = ttl
+        self._clock = clock
+        self._max_entries = max_entries
+        self._verified: dict[str, _Verified] = {}
+
+    async def authenticate(self, authorization: str | None) -> Principal:
+        digest = bearer_digest(authorization)
+        cached = self._verified.get(digest)
+        if cached is None or cached.fresh_until <= self._clock():
+            cached = await self._lookup(digest)
+        if cached.expires_at is not None and cached.expires_at <= now_ms():
+            self._verified.pop(digest, None)
+            raise Unauthenticated("The token has expired.")
+        return cached.principal
+
+    async def _lookup(self, digest: str) -> _Verified:
+        self._verified.pop(digest, None)
+        async with self._db.read() as conn:
+            owner = await find_token(conn, digest)
+        if owner is None or not hmac.compare_digest(owner.token_hash, digest):
+            raise Unauthenticated("The token is not valid.")
+        if owner.revoked_at is not None:
+            raise Unauthenticated("The token was revoked.")
+        verified = _Verified(
+            Principal(user_id=owner.user_id, is_admin=owner.is_admin),
+            owner.expires_at,
+            self._clock() + self._ttl,
+        )
+        if len(self._verified) >= self._max_entries:
+            self._verified.clear()  # simple bound; entries are cheap to rebuild
+        self._verified[digest] = verified
+        return verified
+
+    def forget(self, token_hash: str | None = None) -> None:
+        """Drop one remembered token (after revoking it), or all of them."""
+        if token_hash is None:
+            self._verified.clear()
+        else:
+            self._verified.pop(token_hash, None)

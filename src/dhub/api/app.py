@@ -14,6 +14,7 @@ from fastapi.openapi.utils import get_openapi
 from dhub import __version__
 from dhub.access.bootstrap import ADMIN_ID, ensure_admin
 from dhub.access.principal import Principal
+from dhub.access.tokens import Authenticator
 from dhub.api import errors
 from dhub.api.deps import Services
 from dhub.api.routers import agents, health
@@ -33,7 +34,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database(settings.database_url)
         await db.migrate()
-        services = Services(db=db, agents=AgentService(db))
+        services = Services(db=db, auth=Authenticator(db), agents=AgentService(db))
         app.state.services = services
         boot = await ensure_admin(db, settings.data_dir, settings.admin_token)
         if boot.generated_token is not None:

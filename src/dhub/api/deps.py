@@ -10,7 +10,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from dhub.access.principal import Principal
-from dhub.access.tokens import authenticate
+from dhub.access.tokens import Authenticator
 from dhub.domain.errors import FieldError, InvalidInput, Unauthenticated
 from dhub.services.agents import AgentService
 from dhub.store.db import Database
@@ -21,6 +21,7 @@ _bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization
 @dataclass
 class Services:
     db: Database
+    auth: Authenticator
     agents: AgentService
 
 
@@ -40,7 +41,7 @@ async def caller(
             "directory for the first token."
         )
     svc: Services = request.app.state.services
-    return await authenticate(svc.db, f"Bearer {credentials.credentials}")
+    return await svc.auth.authenticate(f"Bearer {credentials.credentials}")
 
 
 async def json_body(request: Request) -> Any:

@@ -10,7 +10,6 @@ from typing import Any
 
 import orjson
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from dhub.access import policy
 from dhub.access.principal import Principal
@@ -20,56 +19,28 @@ from dhub.domain.ids import new_id, now_ms
 from dhub.domain.merge_patch import merge_patch
 from dhub.engine.validate import collect_errors, validate_agent_document
 from dhub.store import agents as repo
-from dhub.store.db import Database
+from dhub.store.db import Conn, Database
 
 MAX_PAGE = 200
 
-# Seed order of the envelope around the user-written document.
-_HEAD = ("id", "name", "alias", "category", "type", "collection_id", "folder_id", "tags")
-_SPEC_TAIL = (
-    "input_mode",
-    "mode",
-    "agent",
-    "nodes",
-    "edges",
-    "tables",
-    "templates",
-    "ontologies",
-    "conversations",
-    "options",
-)
+
+@dataclass(frozen=True, slots=True)
+class AgentView:
+    """A stored agent as one caller sees it: the API renders it (api/render.py)."""
+
+    record: repo.AgentRecord
+    owners: list[dict[str, Any]]
+    scope: policy.ShareScope | None
 
 
 @dataclass(frozen=True)
 class Page:
-    data: list[dict[str, Any]]
+    data: list[AgentView]
     next_cursor: str | None
 
 
 def dump_spec(spec: AgentSpec) -> str:
     return spec.model_dump_json()
-
-
-def render(
-    record: repo.AgentRecord, owners: list[dict[str, Any]], scope: str | None
-) -> dict[str, Any]:
-    """The AgentResponse for a stored agent (or a snapshot of one version), in seed order."""
-    spec = orjson.loads(record.document)
-    out: dict[str, Any] = {}
-    for key in _HEAD:
-        out[key] = record.id if key == "id" else spec.get(key)
-    out["description"] = spec.get("description", "")
-    out["markings"] = []
-    out["created_at"] = record.created_at
-    out["updated_at"] = record.updated_at
-    out["owners"] = owners
-    out["my_share_scope"] = scope
-    for key in _SPEC_TAIL:
-        out[key] = spec.get(key)
-    out["is_builtin"] = record.is_builtin
-    out["item"] = record.id
-    out["version"] = record.version
-    return out
 
 
 def encode_cursor(last_id: str) -> str:
@@ -100,7 +71,7 @@ class AgentService:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    async def create(self, principal: Principal, doc: Any) -> dict[str, Any]:
+    async def create(self, principal: Principal, doc: Any) -> AgentView:
         spec = validate_agent_document(doc)
         agent_id, now = new_id("agent"), now_ms()
         document = dump_spec(spec)
@@ -110,11 +81,11 @@ class AgentService:
             owners = (await repo.owners_of(conn, [agent_id]))[agent_id]
             record = await repo.get_agent(conn, agent_id)
         assert record is not None
-        return render(record, owners, policy.share_scope(principal, [principal.user_id]))
+        return AgentView(record, owners, policy.share_scope(principal, [principal.user_id]))
 
     async def _insert(
         self,
-        conn: AsyncConnection,
+        conn: Conn,
         agent_id: str,
         spec: AgentSpec,
         document: str,
@@ -141,33 +112,31 @@ class AgentService:
         await repo.set_tags(conn, agent_id, spec.tags or [])
         await repo.add_owners(conn, agent_id, [principal.user_id])
 
-    async def _check_name_free(
-        self, conn: AsyncConnection, spec: AgentSpec, agent_id: str | None
-    ) -> None:
+    async def _check_name_free(self, conn: Conn, spec: AgentSpec, agent_id: str | None) -> None:
         holder = await repo.find_by_name(conn, spec.folder_id, spec.name)
         if holder is not None and holder != agent_id:
             raise _name_conflict(spec, holder)
 
     async def _load(
-        self, conn: AsyncConnection, principal: Principal, agent_id: str, action: policy.Action
-    ) -> tuple[repo.AgentRecord, list[dict[str, Any]], str]:
-        record = await repo.get_agent(conn, agent_id)
-        if record is None:
+        self, conn: Conn, principal: Principal, agent_id: str, action: policy.Action
+    ) -> tuple[repo.AgentRecord, list[dict[str, Any]], policy.ShareScope]:
+        found = await repo.get_agent_with_owners(conn, agent_id)
+        if found is None:
             raise NotFound(f"No agent with id '{agent_id}'.")
-        owners = (await repo.owners_of(conn, [agent_id]))[agent_id]
+        record, owners = found
         scope = policy.require(principal, action, agent_id, [o["id"] for o in owners])
         return record, owners, scope
 
-    async def get(self, principal: Principal, agent_id: str) -> dict[str, Any]:
+    async def get(self, principal: Principal, agent_id: str) -> AgentView:
         async with self.db.read() as conn:
             record, owners, scope = await self._load(conn, principal, agent_id, "read")
-        return render(record, owners, scope)
+        return AgentView(record, owners, scope)
 
     async def page(
         self, principal: Principal, flt: repo.AgentFilter, limit: int, cursor: str | None
     ) -> Page:
         after = decode_cursor(cursor) if cursor else None
-        async with self.db.read() as conn:
+        async with self.db.read(snapshot=True) as conn:
             records = await repo.list_agents(
                 conn, flt, policy.visible_agents(principal), after, limit + 1
             )
@@ -176,11 +145,11 @@ class AgentService:
         data = []
         for r in page:
             mine = owners[r.id]
-            data.append(render(r, mine, policy.share_scope(principal, [o["id"] for o in mine])))
+            data.append(AgentView(r, mine, policy.share_scope(principal, [o["id"] for o in mine])))
         next_cursor = encode_cursor(page[-1].id) if len(records) > limit else None
         return Page(data, next_cursor)
 
-    async def patch(self, principal: Principal, agent_id: str, patch: Any) -> dict[str, Any]:
+    async def patch(self, principal: Principal, agent_id: str, patch: Any) -> AgentView:
         if not isinstance(patch, dict):
             raise InvalidInput([FieldError("", "A merge patch must be a JSON object.", "type")])
         async with self.db.write() as conn:
@@ -189,7 +158,7 @@ class AgentService:
             spec = validate_agent_document(_patched(current, patch))
             document = dump_spec(spec)
             if document == record.document:
-                return render(record, owners, scope)
+                return AgentView(record, owners, scope)
             await self._check_name_free(conn, spec, agent_id)
             now, version = now_ms(), record.version + 1
             try:
@@ -204,7 +173,7 @@ class AgentService:
             await repo.set_tags(conn, agent_id, spec.tags or [])
             updated = await repo.get_agent(conn, agent_id)
         assert updated is not None
-        return render(updated, owners, scope)
+        return AgentView(updated, owners, scope)
 
     async def delete(self, principal: Principal, agent_id: str) -> None:
         async with self.db.write() as conn:
@@ -212,7 +181,7 @@ class AgentService:
             await repo.delete_agent(conn, agent_id)
 
     async def versions(self, principal: Principal, agent_id: str) -> list[dict[str, Any]]:
-        async with self.db.read() as conn:
+        async with self.db.read(snapshot=True) as conn:
             await self._load(conn, principal, agent_id, "read")
             rows = await repo.list_versions(conn, agent_id)
         return [
@@ -220,8 +189,8 @@ class AgentService:
             for v in rows
         ]
 
-    async def version(self, principal: Principal, agent_id: str, number: int) -> dict[str, Any]:
-        async with self.db.read() as conn:
+    async def version(self, principal: Principal, agent_id: str, number: int) -> AgentView:
+        async with self.db.read(snapshot=True) as conn:
             record, owners, scope = await self._load(conn, principal, agent_id, "read")
             found = await repo.get_version(conn, agent_id, number)
         if found is None:
@@ -232,7 +201,7 @@ class AgentService:
         snapshot = dataclasses.replace(
             record, document=found.document, version=found.version, updated_at=found.created_at
         )
-        return render(snapshot, owners, scope)
+        return AgentView(snapshot, owners, scope)
 
     @staticmethod
     def validate(doc: Any) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, delete, func, insert, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import ColumnElement, bindparam, delete, func, insert, or_, select, update
 
+from dhub.store.db import Conn
 from dhub.store.tables import agent_versions, agents, resource_owners, resource_tags, users
 
 
@@ -57,15 +57,15 @@ def _record(row: Any) -> AgentRecord:
     return AgentRecord(*row)
 
 
-async def insert_agent(conn: AsyncConnection, values: dict[str, Any]) -> None:
+async def insert_agent(conn: Conn, values: dict[str, Any]) -> None:
     await conn.execute(insert(agents).values(values))
 
 
-async def update_agent(conn: AsyncConnection, agent_id: str, values: dict[str, Any]) -> None:
+async def update_agent(conn: Conn, agent_id: str, values: dict[str, Any]) -> None:
     await conn.execute(update(agents).where(agents.c.id == agent_id).values(values))
 
 
-async def delete_agent(conn: AsyncConnection, agent_id: str) -> None:
+async def delete_agent(conn: Conn, agent_id: str) -> None:
     # Explicit deletes keep this correct even where foreign keys are not enforced.
     await conn.execute(delete(agent_versions).where(agent_versions.c.agent_id == agent_id))
     await conn.execute(delete(resource_tags).where(resource_tags.c.resource_id == agent_id))
@@ -73,12 +73,53 @@ async def delete_agent(conn: AsyncConnection, agent_id: str) -> None:
     await conn.execute(delete(agents).where(agents.c.id == agent_id))
 
 
-async def get_agent(conn: AsyncConnection, agent_id: str) -> AgentRecord | None:
-    row = (await conn.execute(select(*_RECORD_COLUMNS).where(agents.c.id == agent_id))).first()
+# Hot-path statements are built once: building a select costs more than running it on SQLite.
+_GET_AGENT = select(*_RECORD_COLUMNS).where(agents.c.id == bindparam("agent_id"))
+_OWNERS = (
+    select(
+        resource_owners.c.resource_id,
+        resource_owners.c.principal_id,
+        users.c.display_name,
+        users.c.avatar_url,
+        users.c.avatar_config,
+        users.c.email,
+    )
+    .select_from(resource_owners.outerjoin(users, users.c.id == resource_owners.c.principal_id))
+    .where(resource_owners.c.resource_id.in_(bindparam("ids", expanding=True)))
+    .order_by(resource_owners.c.resource_id, resource_owners.c.principal_id)
+)
+
+
+_GET_WITH_OWNERS = (
+    select(*_RECORD_COLUMNS, *_OWNERS.selected_columns[1:])
+    .select_from(
+        agents.outerjoin(resource_owners, resource_owners.c.resource_id == agents.c.id).outerjoin(
+            users, users.c.id == resource_owners.c.principal_id
+        )
+    )
+    .where(agents.c.id == bindparam("agent_id"))
+    .order_by(resource_owners.c.principal_id)
+)
+
+
+async def get_agent_with_owners(
+    conn: Conn, agent_id: str
+) -> tuple[AgentRecord, list[dict[str, Any]]] | None:
+    """The agent and its owners (as ``owners_of`` gives them) in one statement."""
+    rows = (await conn.execute(_GET_WITH_OWNERS, {"agent_id": agent_id})).all()
+    if not rows:
+        return None
+    width = len(_RECORD_COLUMNS)
+    owners = [_owner(*row[width:]) for row in rows if row[width] is not None]
+    return _record(rows[0][:width]), owners
+
+
+async def get_agent(conn: Conn, agent_id: str) -> AgentRecord | None:
+    row = (await conn.execute(_GET_AGENT, {"agent_id": agent_id})).first()
     return _record(row) if row else None
 
 
-async def find_by_name(conn: AsyncConnection, folder_id: str | None, name: str) -> str | None:
+async def find_by_name(conn: Conn, folder_id: str | None, name: str) -> str | None:
     """The id of the agent holding ``name`` in that folder, if any."""
     stmt = select(agents.c.id).where(
         agents.c.folder_key == folder_key(folder_id), agents.c.name == name
@@ -121,7 +162,7 @@ def _conditions(flt: AgentFilter) -> list[ColumnElement[bool]]:
 
 
 async def list_agents(
-    conn: AsyncConnection,
+    conn: Conn,
     flt: AgentFilter,
     visible: ColumnElement[bool] | None,
     after_id: str | None,
@@ -149,7 +190,7 @@ def owned_by(principal_ids: Sequence[str]) -> ColumnElement[bool]:
     )
 
 
-async def set_tags(conn: AsyncConnection, resource_id: str, tags: Sequence[str]) -> None:
+async def set_tags(conn: Conn, resource_id: str, tags: Sequence[str]) -> None:
     await conn.execute(delete(resource_tags).where(resource_tags.c.resource_id == resource_id))
     unique = list(dict.fromkeys(tags))
     if unique:
@@ -158,45 +199,40 @@ async def set_tags(conn: AsyncConnection, resource_id: str, tags: Sequence[str])
         )
 
 
-async def add_owners(conn: AsyncConnection, resource_id: str, principals: Sequence[str]) -> None:
+async def add_owners(conn: Conn, resource_id: str, principals: Sequence[str]) -> None:
     await conn.execute(
         insert(resource_owners),
         [{"resource_id": resource_id, "principal_id": p} for p in principals],
     )
 
 
-async def owners_of(
-    conn: AsyncConnection, resource_ids: Sequence[str]
-) -> dict[str, list[dict[str, Any]]]:
+async def owners_of(conn: Conn, resource_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
     """Owner principals with their display fields, per resource, in principal-id order."""
     if not resource_ids:
         return {}
-    stmt = (
-        select(
-            resource_owners.c.resource_id,
-            resource_owners.c.principal_id,
-            users.c.display_name,
-            users.c.avatar_url,
-            users.c.avatar_config,
-            users.c.email,
-        )
-        .select_from(resource_owners.outerjoin(users, users.c.id == resource_owners.c.principal_id))
-        .where(resource_owners.c.resource_id.in_(resource_ids))
-        .order_by(resource_owners.c.resource_id, resource_owners.c.principal_id)
-    )
     out: dict[str, list[dict[str, Any]]] = {rid: [] for rid in resource_ids}
-    for rid, pid, display_name, avatar_url, avatar_config, email in await conn.execute(stmt):
-        out[rid].append(
-            {
-                "id": pid,
-                "type": _principal_type(pid),
-                "display_name": display_name or pid,
-                "avatar_url": avatar_url,
-                "avatar_config": avatar_config,
-                "email": email,
-            }
-        )
+    rows = await conn.execute(_OWNERS, {"ids": list(resource_ids)})
+    for rid, *owner in rows:
+        out[rid].append(_owner(*owner))
     return out
+
+
+def _owner(
+    principal_id: str,
+    display_name: str | None,
+    avatar_url: str | None,
+    avatar_config: dict[str, Any] | None,
+    email: str | None,
+) -> dict[str, Any]:
+    """An ``owners[]`` item of the seed: the principal with its display fields."""
+    return {
+        "id": principal_id,
+        "type": _principal_type(principal_id),
+        "display_name": display_name or principal_id,
+        "avatar_url": avatar_url,
+        "avatar_config": avatar_config,
+        "email": email,
+    }
 
 
 def _principal_type(principal_id: str) -> str:
@@ -205,7 +241,7 @@ def _principal_type(principal_id: str) -> str:
 
 
 async def insert_version(
-    conn: AsyncConnection,
+    conn: Conn,
     agent_id: str,
     version: int,
     document: str,
@@ -231,7 +267,7 @@ class VersionRecord:
     created_at: int
 
 
-async def list_versions(conn: AsyncConnection, agent_id: str) -> list[VersionRecord]:
+async def list_versions(conn: Conn, agent_id: str) -> list[VersionRecord]:
     stmt = (
         select(
             agent_versions.c.version,
@@ -245,7 +281,7 @@ async def list_versions(conn: AsyncConnection, agent_id: str) -> list[VersionRec
     return [VersionRecord(*r) for r in await conn.execute(stmt)]
 
 
-async def get_version(conn: AsyncConnection, agent_id: str, version: int) -> VersionRecord | None:
+async def get_version(conn: Conn, agent_id: str, version: int) -> VersionRecord | None:
     stmt = select(
         agent_versions.c.version,
         agent_versions.c.document,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import func, insert, select
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy import bindparam, func, insert, select, update
 
+from dhub.store.db import Conn
 from dhub.store.tables import tokens, users
 
 
@@ -20,38 +20,47 @@ class TokenOwner:
     revoked_at: int | None
 
 
-async def count_users(conn: AsyncConnection) -> int:
+async def count_users(conn: Conn) -> int:
     return int((await conn.execute(select(func.count()).select_from(users))).scalar_one())
 
 
-async def insert_user(conn: AsyncConnection, values: dict[str, Any]) -> None:
+async def insert_user(conn: Conn, values: dict[str, Any]) -> None:
     await conn.execute(insert(users).values(values))
 
 
-async def user_exists(conn: AsyncConnection, user_id: str) -> bool:
+async def user_exists(conn: Conn, user_id: str) -> bool:
     return (await conn.execute(select(users.c.id).where(users.c.id == user_id))).first() is not None
 
 
-async def insert_token(conn: AsyncConnection, values: dict[str, Any]) -> None:
+async def insert_token(conn: Conn, values: dict[str, Any]) -> None:
     await conn.execute(insert(tokens).values(values))
 
 
-async def token_exists(conn: AsyncConnection, token_hash: str) -> bool:
+async def token_exists(conn: Conn, token_hash: str) -> bool:
     stmt = select(tokens.c.id).where(tokens.c.token_hash == token_hash)
     return (await conn.execute(stmt)).first() is not None
 
 
-async def find_token(conn: AsyncConnection, token_hash: str) -> TokenOwner | None:
-    stmt = (
-        select(
-            users.c.id,
-            users.c.is_admin,
-            tokens.c.token_hash,
-            tokens.c.expires_at,
-            tokens.c.revoked_at,
-        )
-        .select_from(tokens.join(users, users.c.id == tokens.c.user_id))
-        .where(tokens.c.token_hash == token_hash)
+# Built once: runs on every request, and building a select costs more than running it.
+_FIND_TOKEN = (
+    select(
+        users.c.id, users.c.is_admin, tokens.c.token_hash, tokens.c.expires_at, tokens.c.revoked_at
     )
-    row = (await conn.execute(stmt)).first()
+    .select_from(tokens.join(users, users.c.id == tokens.c.user_id))
+    .where(tokens.c.token_hash == bindparam("token_hash"))
+)
+
+
+async def find_token(conn: Conn, token_hash: str) -> TokenOwner | None:
+    row = (await conn.execute(_FIND_TOKEN, {"token_hash": token_hash})).first()
     return TokenOwner(*row) if row else None
+
+
+async def revoke_token(conn: Conn, token_id: str, at: int) -> str | None:
+    """Mark the token revoked; its digest (for caches to forget), or None if there is none."""
+    row = (await conn.execute(select(tokens.c.token_hash).where(tokens.c.id == token_id))).first()
+    if row is None:
+        return None
+    await conn.execute(update(tokens).where(tokens.c.id == token_id).values(revoked_at=at))
+    digest: str = row[0]
+    return digest

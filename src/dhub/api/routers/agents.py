@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel
 
 from dhub.api.deps import Caller, ServicesDep, json_body
+from dhub.api.render import agent_json, page_json
 from dhub.api.responses import ERROR_RESPONSES, JSON, ErrorItem
 from dhub.domain.agent import AgentResponse
 from dhub.services.agents import MAX_PAGE
@@ -31,6 +32,10 @@ _PATCH_BODY: dict[str, Any] = {
         },
     }
 }
+
+
+def _raw(body: bytes, status_code: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, status_code, headers=headers, media_type="application/json")
 
 
 class AgentList(BaseModel):
@@ -61,8 +66,9 @@ class AgentVersionList(BaseModel):
     responses={409: {"description": "The name is taken in that folder"}},
 )
 async def create_agent(request: Request, who: Caller, svc: ServicesDep) -> Response:
-    agent = await svc.agents.create(who, await json_body(request))
-    return JSON(agent, status_code=201, headers={"Location": f"/api/v1/agents/{agent['id']}"})
+    view = await svc.agents.create(who, await json_body(request))
+    location = f"/api/v1/agents/{view.record.id}"
+    return _raw(agent_json(view), status_code=201, headers={"Location": location})
 
 
 @router.post("/validate", response_model=ValidationResult, openapi_extra=_SPEC_BODY)
@@ -88,13 +94,12 @@ async def list_agents(
 ) -> Response:
     wanted = tuple(t for raw in tags or () for t in raw.split(",") if t)
     flt = AgentFilter(q, wanted, collection_id, folder_id, mode, input_mode, type)
-    page = await svc.agents.page(who, flt, limit, cursor)
-    return JSON({"data": page.data, "next_cursor": page.next_cursor})
+    return _raw(page_json(await svc.agents.page(who, flt, limit, cursor)))
 
 
 @router.get("/{agent_id}", response_model=AgentResponse)
 async def get_agent(agent_id: str, who: Caller, svc: ServicesDep) -> Response:
-    return JSON(await svc.agents.get(who, agent_id))
+    return _raw(agent_json(await svc.agents.get(who, agent_id)))
 
 
 @router.patch(
@@ -104,7 +109,7 @@ async def get_agent(agent_id: str, who: Caller, svc: ServicesDep) -> Response:
     responses={409: {"description": "The new name is taken in that folder"}},
 )
 async def patch_agent(agent_id: str, request: Request, who: Caller, svc: ServicesDep) -> Response:
-    return JSON(await svc.agents.patch(who, agent_id, await json_body(request)))
+    return _raw(agent_json(await svc.agents.patch(who, agent_id, await json_body(request))))
 
 
 @router.delete("/{agent_id}", status_code=204, response_class=Response)
@@ -120,4 +125,4 @@ async def list_versions(agent_id: str, who: Caller, svc: ServicesDep) -> Respons
 
 @router.get("/{agent_id}/versions/{version}", response_model=AgentResponse)
 async def get_version(agent_id: str, version: int, who: Caller, svc: ServicesDep) -> Response:
-    return JSON(await svc.agents.version(who, agent_id, version))
+    return _raw(agent_json(await svc.agents.version(who, agent_id, version)))
