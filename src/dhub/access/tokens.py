@@ -30,7 +30,10 @@ def hash_token(token: str) -> str:
 def bearer_digest(authorization: str | None) -> str:
     """The digest of the token in an ``Authorization: Bearer <token>`` header."""
     if not authorization:
-        raise Unauthenticated("Missing 'Authorization: Bearer <token>' header.")
+        raise Unauthenticated(
+            "This endpoint needs 'Authorization: Bearer <token>'; the first token is in "
+            "admin.token in the server's data directory."
+        )
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthenticated("The Authorization header must be 'Bearer <token>'.")

@@ -77,5 +77,22 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         for name, definition in spec.pop("$defs", {}).items():
             components.setdefault(name, definition)
         components["AgentSpec"] = spec
+        _declare_bearer_auth(schema)
         app.openapi_schema = schema
     return app.openapi_schema
+
+
+def _declare_bearer_auth(schema: dict[str, Any]) -> None:
+    """Authentication is one dependency reading the header (see api/deps.py), so the bearer
+    scheme is declared here for /docs and clients."""
+    schema["components"]["securitySchemes"] = {
+        "bearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API token: `Authorization: Bearer <token>`",
+        }
+    }
+    for path, operations in schema["paths"].items():
+        if path.startswith("/api/"):
+            for operation in operations.values():
+                operation["security"] = [{"bearer": []}]

@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel
 
-from dhub.api.deps import Caller, ServicesDep, json_body
+from dhub.api.deps import Ctx, json_body
 from dhub.api.render import agent_json, page_json
 from dhub.api.responses import ERROR_RESPONSES, JSON, ErrorItem
 from dhub.domain.agent import AgentResponse
@@ -65,21 +65,20 @@ class AgentVersionList(BaseModel):
     openapi_extra=_SPEC_BODY,
     responses={409: {"description": "The name is taken in that folder"}},
 )
-async def create_agent(request: Request, who: Caller, svc: ServicesDep) -> Response:
-    view = await svc.agents.create(who, await json_body(request))
+async def create_agent(request: Request, ctx: Ctx) -> Response:
+    view = await ctx.svc.agents.create(ctx.who, await json_body(request))
     location = f"/api/v1/agents/{view.record.id}"
     return _raw(agent_json(view), status_code=201, headers={"Location": location})
 
 
 @router.post("/validate", response_model=ValidationResult, openapi_extra=_SPEC_BODY)
-async def validate_agent(request: Request, who: Caller, svc: ServicesDep) -> Response:
-    return JSON(svc.agents.validate(await json_body(request)))
+async def validate_agent(request: Request, ctx: Ctx) -> Response:
+    return JSON(ctx.svc.agents.validate(await json_body(request)))
 
 
 @router.get("", response_model=AgentList)
 async def list_agents(
-    who: Caller,
-    svc: ServicesDep,
+    ctx: Ctx,
     q: Annotated[str | None, Query(description="Substring of name, alias or description")] = None,
     tags: Annotated[
         list[str] | None, Query(description="Agents having all of these tags (repeat or comma)")
@@ -94,12 +93,12 @@ async def list_agents(
 ) -> Response:
     wanted = tuple(t for raw in tags or () for t in raw.split(",") if t)
     flt = AgentFilter(q, wanted, collection_id, folder_id, mode, input_mode, type)
-    return _raw(page_json(await svc.agents.page(who, flt, limit, cursor)))
+    return _raw(page_json(await ctx.svc.agents.page(ctx.who, flt, limit, cursor)))
 
 
 @router.get("/{agent_id}", response_model=AgentResponse)
-async def get_agent(agent_id: str, who: Caller, svc: ServicesDep) -> Response:
-    return _raw(agent_json(await svc.agents.get(who, agent_id)))
+async def get_agent(agent_id: str, ctx: Ctx) -> Response:
+    return _raw(agent_json(await ctx.svc.agents.get(ctx.who, agent_id)))
 
 
 @router.patch(
@@ -108,21 +107,21 @@ async def get_agent(agent_id: str, who: Caller, svc: ServicesDep) -> Response:
     openapi_extra=_PATCH_BODY,
     responses={409: {"description": "The new name is taken in that folder"}},
 )
-async def patch_agent(agent_id: str, request: Request, who: Caller, svc: ServicesDep) -> Response:
-    return _raw(agent_json(await svc.agents.patch(who, agent_id, await json_body(request))))
+async def patch_agent(agent_id: str, request: Request, ctx: Ctx) -> Response:
+    return _raw(agent_json(await ctx.svc.agents.patch(ctx.who, agent_id, await json_body(request))))
 
 
 @router.delete("/{agent_id}", status_code=204, response_class=Response)
-async def delete_agent(agent_id: str, who: Caller, svc: ServicesDep) -> Response:
-    await svc.agents.delete(who, agent_id)
+async def delete_agent(agent_id: str, ctx: Ctx) -> Response:
+    await ctx.svc.agents.delete(ctx.who, agent_id)
     return Response(status_code=204)
 
 
 @router.get("/{agent_id}/versions", response_model=AgentVersionList)
-async def list_versions(agent_id: str, who: Caller, svc: ServicesDep) -> Response:
-    return JSON({"data": await svc.agents.versions(who, agent_id)})
+async def list_versions(agent_id: str, ctx: Ctx) -> Response:
+    return JSON({"data": await ctx.svc.agents.versions(ctx.who, agent_id)})
 
 
 @router.get("/{agent_id}/versions/{version}", response_model=AgentResponse)
-async def get_version(agent_id: str, version: int, who: Caller, svc: ServicesDep) -> Response:
-    return _raw(agent_json(await svc.agents.version(who, agent_id, version)))
+async def get_version(agent_id: str, version: int, ctx: Ctx) -> Response:
+    return _raw(agent_json(await ctx.svc.agents.version(ctx.who, agent_id, version)))
