@@ -56,8 +56,9 @@ async def test_insert_get_update_delete(db: Database) -> None:
         record = await repo.get_agent(conn, "agent.1")
         assert record is not None
         assert (record.name, record.document, record.version) == ("one", '{"a": 1}', 1)
-        owners = await repo.owners_of(conn, ["agent.1"])
-        assert [(o["id"], o["type"]) for o in owners["agent.1"]] == [
+        found = await repo.get_agent_with_owners(conn, "agent.1")
+        assert found is not None and found[0] == record
+        assert [(o["id"], o["type"]) for o in found[1]] == [
             ("group.ops", "group"),
             ("user.admin", "user"),
         ]
@@ -76,7 +77,7 @@ async def test_insert_get_update_delete(db: Database) -> None:
     async with db.read() as conn:
         assert await repo.get_agent(conn, "agent.1") is None
         assert await repo.list_versions(conn, "agent.1") == []
-        assert await repo.owners_of(conn, ["agent.1"]) == {"agent.1": []}
+        assert await repo.get_agent_with_owners(conn, "agent.1") is None
 
 
 async def test_name_is_unique_per_folder_key(db: Database) -> None:
@@ -90,6 +91,10 @@ async def test_name_is_unique_per_folder_key(db: Database) -> None:
         assert await repo.get_agent(conn, "agent.3") is None
 
 
+def owner_of(agent_id: str) -> str:
+    return "user.a" if int(agent_id.split(".")[1]) < 4 else "user.b"
+
+
 async def test_list_filters_visibility_and_pages(db: Database) -> None:
     async with db.write() as conn:
         for i in range(7):
@@ -97,7 +102,7 @@ async def test_list_filters_visibility_and_pages(db: Database) -> None:
             await repo.insert_agent(
                 conn, row(f"agent.{i}", f"n{i}", mode=mode, description=f"about {i}%")
             )
-            await repo.add_owners(conn, f"agent.{i}", ["user.a" if i < 4 else "user.b"])
+            await repo.add_owners(conn, f"agent.{i}", [owner_of(f"agent.{i}")])
             await repo.set_tags(conn, f"agent.{i}", ["all", *(["even"] if i % 2 == 0 else [])])
     everything = repo.AgentFilter()
     async with db.read() as conn:
@@ -108,8 +113,10 @@ async def test_list_filters_visibility_and_pages(db: Database) -> None:
             after: str | None = None,
             limit: int = 100,
         ) -> list[str]:
-            cond = repo.owned_by(["user.b"]) if visible else None
-            return [r.id for r in await repo.list_agents(conn, flt, cond, after, limit)]
+            cond = repo.Visibility(owned_by=("user.b",) if visible else None)
+            page = await repo.list_agents(conn, flt, cond, after, limit)
+            assert all([o["id"] for o in owners] == [owner_of(r.id)] for r, owners in page)
+            return [r.id for r, _ in page]
 
         assert await ids() == [f"agent.{i}" for i in range(7)]
         assert await ids(repo.AgentFilter(mode="workflow")) == ["agent.1", "agent.3", "agent.5"]

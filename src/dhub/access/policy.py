@@ -1,4 +1,4 @@
-"""The one access policy. Routes and services ask it; lists filter with its SQL condition.
+"""The one access policy. Routes and services ask it; lists filter in SQL by what it decides.
 
 This is the foundation's minimum (owners and admins); grants, groups and markings extend it in
 the access-model issue without changing its callers.
@@ -9,11 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from sqlalchemy import ColumnElement
-
 from dhub.access.principal import Principal
 from dhub.domain.errors import NotFound
-from dhub.store.agents import owned_by
+from dhub.store.agents import Visibility
 
 Action = Literal["read", "run", "edit", "delete", "share"]
 ShareScope = Literal["owner", "grant", "admin"]
@@ -37,8 +35,6 @@ def require(
     return scope
 
 
-def visible_agents(principal: Principal) -> ColumnElement[bool] | None:
-    """SQL condition selecting the agents the caller may read (None: all of them)."""
-    if principal.is_admin:
-        return None
-    return owned_by(principal.principal_ids)
+def visible_agents(principal: Principal) -> Visibility:
+    """Which agents the caller may read; lists filter with it in SQL."""
+    return Visibility(owned_by=None if principal.is_admin else principal.principal_ids)

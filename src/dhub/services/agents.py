@@ -78,9 +78,9 @@ class AgentService:
         async with self.db.write() as conn:
             await self._check_name_free(conn, spec, None)
             await self._insert(conn, agent_id, spec, document, principal, now)
-            owners = (await repo.owners_of(conn, [agent_id]))[agent_id]
-            record = await repo.get_agent(conn, agent_id)
-        assert record is not None
+            found = await repo.get_agent_with_owners(conn, agent_id)
+        assert found is not None
+        record, owners = found
         return AgentView(record, owners, policy.share_scope(principal, [principal.user_id]))
 
     async def _insert(
@@ -136,17 +136,15 @@ class AgentService:
         self, principal: Principal, flt: repo.AgentFilter, limit: int, cursor: str | None
     ) -> Page:
         after = decode_cursor(cursor) if cursor else None
-        async with self.db.read(snapshot=True) as conn:
-            records = await repo.list_agents(
+        async with self.db.read() as conn:
+            found = await repo.list_agents(
                 conn, flt, policy.visible_agents(principal), after, limit + 1
             )
-            page = records[:limit]
-            owners = await repo.owners_of(conn, [r.id for r in page])
-        data = []
-        for r in page:
-            mine = owners[r.id]
-            data.append(AgentView(r, mine, policy.share_scope(principal, [o["id"] for o in mine])))
-        next_cursor = encode_cursor(page[-1].id) if len(records) > limit else None
+        data = [
+            AgentView(r, owners, policy.share_scope(principal, [o["id"] for o in owners]))
+            for r, owners in found[:limit]
+        ]
+        next_cursor = encode_cursor(data[-1].record.id) if len(found) > limit else None
         return Page(data, next_cursor)
 
     async def patch(self, principal: Principal, agent_id: str, patch: Any) -> AgentView:

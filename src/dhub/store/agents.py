@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, bindparam, delete, func, insert, or_, select, update
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Integer,
+    Select,
+    bindparam,
+    delete,
+    func,
+    insert,
+    or_,
+    select,
+    update,
+)
 
 from dhub.store.db import Conn
 from dhub.store.tables import agent_versions, agents, resource_owners, resource_tags, users
@@ -73,49 +86,54 @@ async def delete_agent(conn: Conn, agent_id: str) -> None:
     await conn.execute(delete(agents).where(agents.c.id == agent_id))
 
 
-# Hot-path statements are built once: building a select costs more than running it on SQLite.
-_GET_AGENT = select(*_RECORD_COLUMNS).where(agents.c.id == bindparam("agent_id"))
-_OWNERS = (
-    select(
-        resource_owners.c.resource_id,
-        resource_owners.c.principal_id,
-        users.c.display_name,
-        users.c.avatar_url,
-        users.c.avatar_config,
-        users.c.email,
-    )
-    .select_from(resource_owners.outerjoin(users, users.c.id == resource_owners.c.principal_id))
-    .where(resource_owners.c.resource_id.in_(bindparam("ids", expanding=True)))
-    .order_by(resource_owners.c.resource_id, resource_owners.c.principal_id)
+_OWNER_COLUMNS = (
+    resource_owners.c.principal_id,
+    users.c.display_name,
+    users.c.avatar_url,
+    users.c.avatar_config,
+    users.c.email,
 )
 
 
-_GET_WITH_OWNERS = (
-    select(*_RECORD_COLUMNS, *_OWNERS.selected_columns[1:])
-    .select_from(
-        agents.outerjoin(resource_owners, resource_owners.c.resource_id == agents.c.id).outerjoin(
-            users, users.c.id == resource_owners.c.principal_id
-        )
+def _with_owners(source: Any, id_column: Any) -> Any:
+    """``source`` outer-joined to its owners and their display fields."""
+    return source.outerjoin(resource_owners, resource_owners.c.resource_id == id_column).outerjoin(
+        users, users.c.id == resource_owners.c.principal_id
     )
+
+
+# Built once: building a select costs more than running it on SQLite (bench/api_latency.py).
+_GET_WITH_OWNERS = (
+    select(*_RECORD_COLUMNS, *_OWNER_COLUMNS)
+    .select_from(_with_owners(agents, agents.c.id))
     .where(agents.c.id == bindparam("agent_id"))
     .order_by(resource_owners.c.principal_id)
 )
 
 
+def _group_owners(rows: Sequence[Any]) -> list[tuple[AgentRecord, list[dict[str, Any]]]]:
+    """Rows of (agent columns..., owner columns...), ordered by agent, into (record, owners)."""
+    width = len(_RECORD_COLUMNS)
+    out: list[tuple[AgentRecord, list[dict[str, Any]]]] = []
+    for row in rows:
+        if not out or out[-1][0].id != row[0]:
+            out.append((_record(row[:width]), []))
+        if row[width] is not None:
+            out[-1][1].append(_owner(*row[width:]))
+    return out
+
+
 async def get_agent_with_owners(
     conn: Conn, agent_id: str
 ) -> tuple[AgentRecord, list[dict[str, Any]]] | None:
-    """The agent and its owners (as ``owners_of`` gives them) in one statement."""
+    """The agent and its owners (principals with display fields, by id) in one statement."""
     rows = (await conn.execute(_GET_WITH_OWNERS, {"agent_id": agent_id})).all()
-    if not rows:
-        return None
-    width = len(_RECORD_COLUMNS)
-    owners = [_owner(*row[width:]) for row in rows if row[width] is not None]
-    return _record(rows[0][:width]), owners
+    found = _group_owners(rows)
+    return found[0] if found else None
 
 
 async def get_agent(conn: Conn, agent_id: str) -> AgentRecord | None:
-    row = (await conn.execute(_GET_AGENT, {"agent_id": agent_id})).first()
+    row = (await conn.execute(select(*_RECORD_COLUMNS).where(agents.c.id == agent_id))).first()
     return _record(row) if row else None
 
 
@@ -132,10 +150,54 @@ def _like(text: str) -> str:
     return f"%{escaped}%"
 
 
-def _conditions(flt: AgentFilter) -> list[ColumnElement[bool]]:
-    conds: list[ColumnElement[bool]] = []
+@dataclass(frozen=True, slots=True)
+class Visibility:
+    """Which agents a caller may see, as the access policy decides it: those owned by any of
+    ``owned_by`` (None: every agent). The store turns it into SQL."""
+
+    owned_by: tuple[str, ...] | None
+
+
+_EQUALITY_FILTERS = ("collection_id", "folder_id", "mode", "input_mode", "type")
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """What a list statement looks like, without the values: statements are cached per shape,
+    because building one costs more than running it on SQLite (bench/api_latency.py)."""
+
+    q: bool
+    equal: tuple[str, ...]
+    tags: int
+    restricted: bool
+    after: bool
+
+
+def _shape_and_values(
+    flt: AgentFilter, visible: Visibility, after_id: str | None, limit: int
+) -> tuple[_Shape, dict[str, Any]]:
+    values: dict[str, Any] = {"limit": limit}
     if flt.q:
-        pattern = _like(flt.q)
+        values["q"] = _like(flt.q)
+    equal = tuple(name for name in _EQUALITY_FILTERS if getattr(flt, name) is not None)
+    values.update({name: getattr(flt, name) for name in equal})
+    tags = list(dict.fromkeys(flt.tags))
+    values.update({f"tag_{i}": tag for i, tag in enumerate(tags)})
+    if visible.owned_by is not None:
+        values["principals"] = list(visible.owned_by)
+    if after_id is not None:
+        values["after_id"] = after_id
+    shape = _Shape(
+        bool(flt.q), equal, len(tags), visible.owned_by is not None, after_id is not None
+    )
+    return shape, values
+
+
+@functools.lru_cache(maxsize=512)
+def _list_statement(shape: _Shape) -> Select[Any]:
+    conds: list[ColumnElement[bool]] = []
+    if shape.q:
+        pattern: BindParameter[str] = bindparam("q")
         conds.append(
             or_(
                 func.lower(agents.c.name).like(pattern, escape="\\"),
@@ -143,42 +205,43 @@ def _conditions(flt: AgentFilter) -> list[ColumnElement[bool]]:
                 func.lower(agents.c.description).like(pattern, escape="\\"),
             )
         )
-    for column, value in (
-        (agents.c.collection_id, flt.collection_id),
-        (agents.c.folder_id, flt.folder_id),
-        (agents.c.mode, flt.mode),
-        (agents.c.input_mode, flt.input_mode),
-        (agents.c.type, flt.type),
-    ):
-        if value is not None:
-            conds.append(column == value)
-    for tag in dict.fromkeys(flt.tags):  # "all of": one EXISTS per distinct tag
-        conds.append(
-            select(resource_tags.c.resource_id)
-            .where(resource_tags.c.resource_id == agents.c.id, resource_tags.c.tag == tag)
-            .exists()
+    conds.extend(agents.c[name] == bindparam(name) for name in shape.equal)
+    conds.extend(  # "all of": one EXISTS per distinct tag
+        select(resource_tags.c.resource_id)
+        .where(
+            resource_tags.c.resource_id == agents.c.id, resource_tags.c.tag == bindparam(f"tag_{i}")
         )
-    return conds
+        .exists()
+        for i in range(shape.tags)
+    )
+    if shape.restricted:
+        conds.append(owned_by(bindparam("principals", expanding=True)))
+    if shape.after:
+        conds.append(agents.c.id > bindparam("after_id"))
+    page = (
+        select(*_RECORD_COLUMNS)
+        .where(*conds)
+        .order_by(agents.c.id)
+        .limit(bindparam("limit", type_=Integer))
+        .subquery()
+    )
+    return (
+        select(*page.c, *_OWNER_COLUMNS)
+        .select_from(_with_owners(page, page.c.id))
+        .order_by(page.c.id, resource_owners.c.principal_id)
+    )
 
 
 async def list_agents(
-    conn: Conn,
-    flt: AgentFilter,
-    visible: ColumnElement[bool] | None,
-    after_id: str | None,
-    limit: int,
-) -> list[AgentRecord]:
-    """A page ordered by id (creation order); ``after_id`` is the last id of the previous page."""
-    conds = _conditions(flt)
-    if visible is not None:
-        conds.append(visible)
-    if after_id is not None:
-        conds.append(agents.c.id > after_id)
-    stmt = select(*_RECORD_COLUMNS).where(*conds).order_by(agents.c.id).limit(limit)
-    return [_record(r) for r in (await conn.execute(stmt)).all()]
+    conn: Conn, flt: AgentFilter, visible: Visibility, after_id: str | None, limit: int
+) -> list[tuple[AgentRecord, list[dict[str, Any]]]]:
+    """A page ordered by id (creation order), each agent with its owners, in one statement;
+    ``after_id`` is the last id of the previous page."""
+    shape, values = _shape_and_values(flt, visible, after_id, limit)
+    return _group_owners((await conn.execute(_list_statement(shape), values)).all())
 
 
-def owned_by(principal_ids: Sequence[str]) -> ColumnElement[bool]:
+def owned_by(principal_ids: Sequence[str] | BindParameter[Any]) -> ColumnElement[bool]:
     """Agents owned by any of ``principal_ids`` (an SQL condition for list filtering)."""
     return (
         select(resource_owners.c.resource_id)
@@ -204,17 +267,6 @@ async def add_owners(conn: Conn, resource_id: str, principals: Sequence[str]) ->
         insert(resource_owners),
         [{"resource_id": resource_id, "principal_id": p} for p in principals],
     )
-
-
-async def owners_of(conn: Conn, resource_ids: Sequence[str]) -> dict[str, list[dict[str, Any]]]:
-    """Owner principals with their display fields, per resource, in principal-id order."""
-    if not resource_ids:
-        return {}
-    out: dict[str, list[dict[str, Any]]] = {rid: [] for rid in resource_ids}
-    rows = await conn.execute(_OWNERS, {"ids": list(resource_ids)})
-    for rid, *owner in rows:
-        out[rid].append(_owner(*owner))
-    return out
 
 
 def _owner(
