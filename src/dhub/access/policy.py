@@ -18,7 +18,7 @@ ShareScope = Literal["owner", "grant", "admin"]
 
 
 def share_scope(principal: Principal, owners: Sequence[str]) -> ShareScope | None:
-    if any(p in owners for p in principal.principal_ids):
+    if not principal.principal_ids.isdisjoint(owners):
         return "owner"
     if principal.is_admin:
         return "admin"
@@ -37,4 +37,6 @@ def require(
 
 def visible_agents(principal: Principal) -> Visibility:
     """Which agents the caller may read; lists filter with it in SQL."""
-    return Visibility(owned_by=None if principal.is_admin else principal.principal_ids)
+    return Visibility(
+        owned_by=None if principal.is_admin else tuple(sorted(principal.principal_ids))
+    )

@@ -21,8 +21,6 @@ from dhub.engine.validate import collect_errors, validate_agent_document
 from dhub.store import agents as repo
 from dhub.store.db import Conn, Database
 
-MAX_PAGE = 200
-
 
 @dataclass(frozen=True, slots=True)
 class AgentView:

@@ -115,11 +115,14 @@ def _group_owners(rows: Sequence[Any]) -> list[tuple[AgentRecord, list[dict[str,
     """Rows of (agent columns..., owner columns...), ordered by agent, into (record, owners)."""
     width = len(_RECORD_COLUMNS)
     out: list[tuple[AgentRecord, list[dict[str, Any]]]] = []
+    last_id = None
+    owners: list[dict[str, Any]] = []
     for row in rows:
-        if not out or out[-1][0].id != row[0]:
-            out.append((_record(row[:width]), []))
+        if row[0] != last_id:
+            last_id, owners = row[0], []
+            out.append((AgentRecord(*row[:width]), owners))
         if row[width] is not None:
-            out[-1][1].append(_owner(*row[width:]))
+            owners.append(_owner(*row[width:]))
     return out
 
 

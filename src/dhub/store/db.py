@@ -89,8 +89,14 @@ class Database:
         url = make_url(self.url).set(drivername="sqlite+pysqlite")
         # The loop thread is the only user, yet the pool may hand a connection created there
         # back to TestClient/anyio portals on other threads; pysqlite's check is not needed.
+        # No reset on return: a read either opened no transaction, or its Connection already
+        # rolled back the snapshot it asked for.
         reader = create_engine(
-            url, pool_size=4, max_overflow=4, connect_args={"check_same_thread": False}
+            url,
+            pool_size=4,
+            max_overflow=4,
+            pool_reset_on_return=None,
+            connect_args={"check_same_thread": False},
         )
         _configure_sqlite(reader, reader=True)
         return reader

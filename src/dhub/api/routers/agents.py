@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
 
 from dhub.api.deps import Ctx, json_body
+from dhub.api.query import LIST_PARAMETERS, parse_list_query
 from dhub.api.render import agent_json, page_json
 from dhub.api.responses import ERROR_RESPONSES, JSON, ErrorItem
 from dhub.domain.agent import AgentResponse
-from dhub.services.agents import MAX_PAGE
-from dhub.store.agents import AgentFilter
 
 router = APIRouter(prefix="/agents", tags=["agents"], responses=ERROR_RESPONSES)
 
@@ -76,24 +75,12 @@ async def validate_agent(request: Request, ctx: Ctx) -> Response:
     return JSON(ctx.svc.agents.validate(await json_body(request)))
 
 
-@router.get("", response_model=AgentList)
-async def list_agents(
-    ctx: Ctx,
-    q: Annotated[str | None, Query(description="Substring of name, alias or description")] = None,
-    tags: Annotated[
-        list[str] | None, Query(description="Agents having all of these tags (repeat or comma)")
-    ] = None,
-    collection_id: str | None = None,
-    folder_id: str | None = None,
-    mode: Literal["react", "workflow"] | None = None,
-    input_mode: Literal["chat", "event"] | None = None,
-    type: str | None = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
-    cursor: Annotated[str | None, Query(description="next_cursor of the previous page")] = None,
-) -> Response:
-    wanted = tuple(t for raw in tags or () for t in raw.split(",") if t)
-    flt = AgentFilter(q, wanted, collection_id, folder_id, mode, input_mode, type)
-    return _raw(page_json(await ctx.svc.agents.page(ctx.who, flt, limit, cursor)))
+@router.get("", response_model=AgentList, openapi_extra={"parameters": LIST_PARAMETERS})
+async def list_agents(request: Request, ctx: Ctx) -> Response:
+    """Agents the caller can see, in creation order, one page at a time."""
+    query = parse_list_query(request.query_params)
+    page = await ctx.svc.agents.page(ctx.who, query.filter, query.limit, query.cursor)
+    return _raw(page_json(page))
 
 
 @router.get("/{agent_id}", response_model=AgentResponse)
