@@ -49,6 +49,8 @@ class Server:
                     return
             except httpx.TransportError:
                 time.sleep(0.1)
+        self.proc.kill()
+        self.proc.wait()
         raise AssertionError(f"dhub serve did not start:\n{self.log.read_text()}")
 
     def stop(self) -> str:

@@ -48,6 +48,17 @@ def row(agent_id: str, name: str, **extra: object) -> dict[str, object]:
 
 async def test_insert_get_update_delete(db: Database) -> None:
     async with db.write() as conn:
+        await users.insert_user(
+            conn,
+            {
+                "id": "user.admin",
+                "display_name": "Admin",
+                "avatar_config": {"color": "red", "size": [1, 2]},
+                "email": "a@example.com",
+                "is_admin": True,
+                "created_at": 1,
+            },
+        )
         await repo.insert_agent(conn, row("agent.1", "one", document='{"a": 1}'))
         await repo.insert_version(conn, "agent.1", 1, '{"a": 1}', "user.admin", 1)
         await repo.set_tags(conn, "agent.1", ["x", "y", "x"])
@@ -56,11 +67,26 @@ async def test_insert_get_update_delete(db: Database) -> None:
         record = await repo.get_agent(conn, "agent.1")
         assert record is not None
         assert (record.name, record.document, record.version) == ("one", '{"a": 1}', 1)
+        assert record.is_builtin is False  # a bool, not SQLite's 0
         found = await repo.get_agent_with_owners(conn, "agent.1")
         assert found is not None and found[0] == record
-        assert [(o["id"], o["type"]) for o in found[1]] == [
-            ("group.ops", "group"),
-            ("user.admin", "user"),
+        assert found[1] == [
+            {
+                "id": "group.ops",
+                "type": "group",
+                "display_name": "group.ops",  # no such user row: the id stands in
+                "avatar_url": None,
+                "avatar_config": None,
+                "email": None,
+            },
+            {
+                "id": "user.admin",
+                "type": "user",
+                "display_name": "Admin",
+                "avatar_url": None,
+                "avatar_config": {"color": "red", "size": [1, 2]},  # JSON comes back parsed
+                "email": "a@example.com",
+            },
         ]
         assert await repo.find_by_name(conn, None, "one") == "agent.1"
         assert await repo.find_by_name(conn, "folder", "one") is None
@@ -127,6 +153,8 @@ async def test_list_filters_visibility_and_pages(db: Database) -> None:
         assert await ids(repo.AgentFilter(q="_")) == []
         assert await ids(visible=True) == ["agent.4", "agent.5", "agent.6"]
         assert await ids(after="agent.2", limit=2) == ["agent.3", "agent.4"]
+        nobody = repo.Visibility(owned_by=())
+        assert await repo.list_agents(conn, everything, nobody, None, 10) == []
         assert await ids(repo.AgentFilter(tags=("even",)), visible=True, after="agent.4") == [
             "agent.6"
         ]
@@ -164,3 +192,16 @@ def test_url_normalisation() -> None:
     assert normalize_url("sqlite:///x/y.db") == "sqlite+aiosqlite:///x/y.db"
     with pytest.raises(ValueError, match="sqlite"):
         normalize_url("mysql://u@h/db")
+
+
+async def test_snapshot_reads_do_not_see_later_commits(db: Database) -> None:
+    async with db.write() as conn:
+        await repo.insert_agent(conn, row("agent.1", "before"))
+    async with db.read(snapshot=True) as snap:
+        assert await repo.find_by_name(snap, None, "before") == "agent.1"
+        async with db.write() as conn:  # commits while the snapshot is open
+            await repo.update_agent(conn, "agent.1", {"name": "after"})
+        assert await repo.find_by_name(snap, None, "before") == "agent.1"
+        assert await repo.find_by_name(snap, None, "after") is None
+    async with db.read() as fresh:
+        assert await repo.find_by_name(fresh, None, "after") == "agent.1"

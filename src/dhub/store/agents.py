@@ -145,7 +145,8 @@ async def find_by_name(conn: Conn, folder_id: str | None, name: str) -> str | No
     stmt = select(agents.c.id).where(
         agents.c.folder_key == folder_key(folder_id), agents.c.name == name
     )
-    return (await conn.execute(stmt)).scalar()
+    holder: str | None = (await conn.execute(stmt)).scalar()
+    return holder
 
 
 def _like(text: str) -> str:

@@ -17,13 +17,14 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import Connection, CursorResult, make_url
+from sqlalchemy import Engine, event
+from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.base import Executable
 
+from dhub.store.inline import InlineConnection, InlineReader, Rows
+
 _WRITE = "dhub_write"
-_SNAPSHOT = "dhub_snapshot"
 _PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=10000")
 
 
@@ -43,25 +44,28 @@ def normalize_url(url: str) -> str:
 
 
 class Conn:
-    """A connection inside one transaction, whichever engine it came from."""
+    """A connection inside one transaction, whichever engine it came from. ``execute`` returns
+    the statement's rows, fully fetched (our statements return small results)."""
 
-    __slots__ = ("_async", "_sync")
+    __slots__ = ("_async", "_inline")
 
     def __init__(
-        self, async_conn: AsyncConnection | None = None, sync_conn: Connection | None = None
+        self, async_conn: AsyncConnection | None = None, inline: InlineConnection | None = None
     ) -> None:
         self._async = async_conn
-        self._sync = sync_conn
+        self._inline = inline
 
     async def execute(
         self,
         statement: Executable,
         parameters: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
-    ) -> CursorResult[*tuple[Any, ...]]:
-        if self._sync is not None:
-            return self._sync.execute(statement, parameters)
+    ) -> Rows:
+        if self._inline is not None:
+            assert parameters is None or isinstance(parameters, Mapping)
+            return self._inline.execute(statement, parameters)
         assert self._async is not None
-        return await self._async.execute(statement, parameters)
+        result = await self._async.execute(statement, parameters)
+        return Rows(result.all() if result.returns_rows else ())
 
 
 class Database:
@@ -73,7 +77,7 @@ class Database:
         self.url = normalize_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
         self.engine: AsyncEngine = self._create_engine()
-        self._reader: Engine | None = self._create_reader() if self.is_sqlite else None
+        self._reader = InlineReader(self._sqlite_path(), _PRAGMAS) if self.is_sqlite else None
 
     def _create_engine(self) -> AsyncEngine:
         if not self.is_sqlite:
@@ -82,24 +86,11 @@ class Database:
         if database and database != ":memory:":
             Path(database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_async_engine(self.url, pool_size=4, max_overflow=4)
-        _configure_sqlite(engine.sync_engine, reader=False)
+        _configure_sqlite(engine.sync_engine)
         return engine
 
-    def _create_reader(self) -> Engine:
-        url = make_url(self.url).set(drivername="sqlite+pysqlite")
-        # The loop thread is the only user, yet the pool may hand a connection created there
-        # back to TestClient/anyio portals on other threads; pysqlite's check is not needed.
-        # No reset on return: a read either opened no transaction, or its Connection already
-        # rolled back the snapshot it asked for.
-        reader = create_engine(
-            url,
-            pool_size=4,
-            max_overflow=4,
-            pool_reset_on_return=None,
-            connect_args={"check_same_thread": False},
-        )
-        _configure_sqlite(reader, reader=True)
-        return reader
+    def _sqlite_path(self) -> str:
+        return make_url(self.url).database or ":memory:"
 
     @asynccontextmanager
     async def read(self, snapshot: bool = False) -> AsyncIterator[Conn]:
@@ -112,15 +103,15 @@ class Database:
                 yield conn
             return
         async with self.engine.connect() as aconn:
+            if snapshot:  # PostgreSQL's default, READ COMMITTED, is per statement
+                await aconn.execution_options(isolation_level="REPEATABLE READ")
             yield Conn(async_conn=aconn)
 
     @contextmanager
     def _inline_read(self, snapshot: bool) -> Iterator[Conn]:
         assert self._reader is not None
-        with self._reader.connect() as sconn:
-            if snapshot:
-                sconn.execution_options(**{_SNAPSHOT: True})
-            yield Conn(sync_conn=sconn)
+        with self._reader.connection(snapshot) as inline:
+            yield Conn(inline=inline)
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[Conn]:
@@ -137,11 +128,11 @@ class Database:
 
     async def dispose(self) -> None:
         if self._reader is not None:
-            self._reader.dispose()
+            self._reader.close()
         await self.engine.dispose()
 
 
-def _configure_sqlite(engine: Engine, reader: bool) -> None:
+def _configure_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves, below
@@ -152,8 +143,5 @@ def _configure_sqlite(engine: Engine, reader: bool) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        options = conn.get_execution_options()
-        if options.get(_WRITE, False):
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
-        elif not reader or options.get(_SNAPSHOT, False):
-            conn.exec_driver_sql("BEGIN")
+        immediate = conn.get_execution_options().get(_WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

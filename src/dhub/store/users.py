@@ -21,7 +21,7 @@ class TokenOwner:
 
 
 async def count_users(conn: Conn) -> int:
-    return int((await conn.execute(select(func.count()).select_from(users))).scalar_one())
+    return int((await conn.execute(select(func.count()).select_from(users))).scalar())
 
 
 async def insert_user(conn: Conn, values: dict[str, Any]) -> None:
