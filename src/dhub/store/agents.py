@@ -229,11 +229,9 @@ def _list_statement(shape: _Shape) -> Select[Any]:
         .limit(bindparam("limit", type_=Integer))
         .subquery()
     )
-    return (
-        select(*page.c, *_OWNER_COLUMNS)
-        .select_from(_with_owners(page, page.c.id))
-        .order_by(page.c.id, resource_owners.c.principal_id)
-    )
+    # No ORDER BY here: sorting the joined rows made SQLite copy every document into a
+    # temporary b-tree; list_agents orders the (few) rows in Python instead.
+    return select(*page.c, *_OWNER_COLUMNS).select_from(_with_owners(page, page.c.id))
 
 
 async def list_agents(
@@ -242,7 +240,12 @@ async def list_agents(
     """A page ordered by id (creation order), each agent with its owners, in one statement;
     ``after_id`` is the last id of the previous page."""
     shape, values = _shape_and_values(flt, visible, after_id, limit)
-    return _group_owners((await conn.execute(_list_statement(shape), values)).all())
+    rows = (await conn.execute(_list_statement(shape), values)).all()
+    return _group_owners(sorted(rows, key=_by_agent_then_owner))
+
+
+def _by_agent_then_owner(row: Sequence[Any]) -> tuple[str, str]:
+    return row[0], row[len(_RECORD_COLUMNS)] or ""
 
 
 def owned_by(principal_ids: Sequence[str] | BindParameter[Any]) -> ColumnElement[bool]:

@@ -20,7 +20,7 @@ from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.sql import Select
 from sqlalchemy.sql.base import Executable
 
-Processor = Callable[[Any], Any] | None
+_Processor = Callable[[Any], Any]
 _POSTCOMPILE = "__[POSTCOMPILE_{}]"
 _MAX_COMPILED = 2048
 
@@ -53,7 +53,7 @@ class _Compiled:
     names: tuple[str, ...]  # bind parameter names, in placeholder order
     expanding: frozenset[str]  # IN (...) parameters that take a list
     defaults: Mapping[str, Any]  # values fixed in the statement itself
-    processors: tuple[Processor, ...]  # one per result column
+    processors: tuple[tuple[int, _Processor], ...]  # (column index, converter), where needed
 
     def bind(self, params: Mapping[str, Any]) -> tuple[str, list[Any]]:
         values = {**self.defaults, **params}
@@ -122,8 +122,13 @@ class InlineReader:
         expanding = frozenset(n for n, b in binds.items() if b.expanding)
         defaults = {n: b.value for n, b in binds.items() if not b.required and b.callable is None}
         processors = tuple(
-            column.type.dialect_impl(self._dialect).result_processor(self._dialect, None)
-            for column in statement.selected_columns
+            (i, processor)
+            for i, column in enumerate(statement.selected_columns)
+            if (
+                processor := column.type.dialect_impl(self._dialect).result_processor(
+                    self._dialect, None
+                )
+            )
         )
         names = tuple(compiled.positiontup or ())
         return _Compiled(compiled.string, names, expanding, defaults, processors)
@@ -144,10 +149,13 @@ class InlineConnection:
         compiled = self._reader.compile(statement)
         sql, values = compiled.bind(params or {})
         rows = self._conn.execute(sql, values).fetchall()
-        processors = compiled.processors
-        if any(processors):
-            rows = [
-                tuple(p(v) if p else v for p, v in zip(processors, row, strict=True))
-                for row in rows
-            ]
+        if compiled.processors:
+            rows = [_process(row, compiled.processors) for row in rows]
         return Rows(rows)
+
+
+def _process(row: tuple[Any, ...], processors: tuple[tuple[int, _Processor], ...]) -> list[Any]:
+    out = list(row)
+    for i, processor in processors:
+        out[i] = processor(out[i])
+    return out
