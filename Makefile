@@ -16,7 +16,7 @@ uv-available:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 
 install: uv-available
-	$(UV) sync --frozen --no-dev
+	$(UV) sync --frozen --inexact --no-dev  # --inexact: keep the dev tools `make test` installed
 
 install-dev: uv-available
 	$(UV) sync --frozen --group dev
