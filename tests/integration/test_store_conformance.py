@@ -64,12 +64,11 @@ async def test_insert_get_update_delete(db: Database) -> None:
         await repo.set_tags(conn, "agent.1", ["x", "y", "x"])
         await repo.add_owners(conn, "agent.1", ["user.admin", "group.ops"])
     async with db.read() as conn:
-        record = await repo.get_agent(conn, "agent.1")
-        assert record is not None
+        found = await repo.get_agent_with_owners(conn, "agent.1")
+        assert found is not None
+        record = found[0]
         assert (record.name, record.document, record.version) == ("one", '{"a": 1}', 1)
         assert record.is_builtin is False  # a bool, not SQLite's 0
-        found = await repo.get_agent_with_owners(conn, "agent.1")
-        assert found is not None and found[0] == record
         assert found[1] == [
             {
                 "id": "group.ops",
@@ -101,9 +100,8 @@ async def test_insert_get_update_delete(db: Database) -> None:
     async with db.write() as conn:
         await repo.delete_agent(conn, "agent.1")
     async with db.read() as conn:
-        assert await repo.get_agent(conn, "agent.1") is None
-        assert await repo.list_versions(conn, "agent.1") == []
         assert await repo.get_agent_with_owners(conn, "agent.1") is None
+        assert await repo.list_versions(conn, "agent.1") == []
 
 
 async def test_name_is_unique_per_folder_key(db: Database) -> None:
@@ -114,7 +112,7 @@ async def test_name_is_unique_per_folder_key(db: Database) -> None:
         async with db.write() as conn:
             await repo.insert_agent(conn, row("agent.3", "same"))
     async with db.read() as conn:  # the failed transaction left nothing behind
-        assert await repo.get_agent(conn, "agent.3") is None
+        assert await repo.get_agent_with_owners(conn, "agent.3") is None
 
 
 def owner_of(agent_id: str) -> str:

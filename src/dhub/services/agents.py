@@ -167,8 +167,14 @@ class AgentService:
                 raise _name_conflict(spec, None) from exc
             await repo.insert_version(conn, agent_id, version, document, principal.user_id, now)
             await repo.set_tags(conn, agent_id, spec.tags or [])
-            updated = await repo.get_agent(conn, agent_id)
-        assert updated is not None
+        updated = dataclasses.replace(
+            record,
+            name=spec.name,
+            folder_id=spec.folder_id,
+            version=version,
+            document=document,
+            updated_at=now,
+        )
         return AgentView(updated, owners, scope)
 
     async def delete(self, principal: Principal, agent_id: str) -> None:

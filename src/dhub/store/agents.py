@@ -135,11 +135,6 @@ async def get_agent_with_owners(
     return found[0] if found else None
 
 
-async def get_agent(conn: Conn, agent_id: str) -> AgentRecord | None:
-    row = (await conn.execute(select(*_RECORD_COLUMNS).where(agents.c.id == agent_id))).first()
-    return _record(row) if row else None
-
-
 async def find_by_name(conn: Conn, folder_id: str | None, name: str) -> str | None:
     """The id of the agent holding ``name`` in that folder, if any."""
     stmt = select(agents.c.id).where(
