@@ -321,26 +321,29 @@ class VersionRecord:
     created_at: int
 
 
+_VERSION_COLUMNS = (
+    agent_versions.c.version,
+    agent_versions.c.document,
+    agent_versions.c.created_by,
+    agent_versions.c.created_at,
+)
+_LIST_VERSIONS = (
+    select(*_VERSION_COLUMNS)
+    .where(agent_versions.c.agent_id == bindparam("agent_id"))
+    .order_by(agent_versions.c.version.desc())
+)
+_GET_VERSION = select(*_VERSION_COLUMNS).where(
+    agent_versions.c.agent_id == bindparam("agent_id"),
+    agent_versions.c.version == bindparam("version"),
+)
+
+
 async def list_versions(conn: Conn, agent_id: str) -> list[VersionRecord]:
-    stmt = (
-        select(
-            agent_versions.c.version,
-            agent_versions.c.document,
-            agent_versions.c.created_by,
-            agent_versions.c.created_at,
-        )
-        .where(agent_versions.c.agent_id == agent_id)
-        .order_by(agent_versions.c.version.desc())
-    )
-    return [VersionRecord(*r) for r in await conn.execute(stmt)]
+    """Newest first."""
+    rows = await conn.execute(_LIST_VERSIONS, {"agent_id": agent_id})
+    return [VersionRecord(*r) for r in rows]
 
 
 async def get_version(conn: Conn, agent_id: str, version: int) -> VersionRecord | None:
-    stmt = select(
-        agent_versions.c.version,
-        agent_versions.c.document,
-        agent_versions.c.created_by,
-        agent_versions.c.created_at,
-    ).where(agent_versions.c.agent_id == agent_id, agent_versions.c.version == version)
-    row = (await conn.execute(stmt)).first()
+    row = (await conn.execute(_GET_VERSION, {"agent_id": agent_id, "version": version})).first()
     return VersionRecord(*row) if row else None
