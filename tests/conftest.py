@@ -27,7 +27,11 @@ FIXTURES = SHARED / "fixtures" / "agents"
 SEED = SHARED / "seed"
 ADMIN_TOKEN = "dhub_test_admin_token"
 PG_URL = os.environ.get("DHUB_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
-TABLES = ("agent_versions", "resource_tags", "resource_owners", "agents", "tokens", "users")
+TABLES = (
+    "agent_versions", "resource_tags", "resource_owners", "agents", "tokens", "users", "groups",
+    "group_members", "resource_grants", "markings", "marking_members", "resource_markings",
+    "audit_log",
+)  # fmt: skip
 
 
 def load_json(path: Path) -> Any:

@@ -63,7 +63,8 @@ class _Compiled:
         for name in self.names:
             if name in self.expanding:
                 items = list(values[name])
-                marks = ", ".join("?" * len(items)) if items else "NULL"
+                # An empty list must keep IN false and NOT IN true: NULL would make both unknown.
+                marks = ", ".join("?" * len(items)) if items else "SELECT NULL WHERE 0"
                 sql = sql.replace(_POSTCOMPILE.format(name), marks, 1)
                 flat.extend(items)
             else:

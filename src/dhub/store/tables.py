@@ -60,6 +60,8 @@ agents = Table(
     Column("version", Integer, nullable=False),
     Column("document", Text, nullable=False),  # the AgentSpec as JSON
     Column("is_builtin", Boolean, nullable=False, default=False),
+    # The marking ids, denormalised from resource_markings (which filters) for rendering.
+    Column("markings", Text, nullable=False, default="[]"),
     Column("created_by", String(200), nullable=False),
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
@@ -91,4 +93,70 @@ resource_owners = Table(
     Column("resource_id", String(64), primary_key=True),
     Column("principal_id", String(200), primary_key=True),
     Index("ix_resource_owners_principal", "principal_id", "resource_id"),
+)
+
+groups = Table(
+    "groups",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    Column("display_name", String(200), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+# Members are users or groups; nesting is checked for cycles when a member is added.
+group_members = Table(
+    "group_members",
+    metadata,
+    Column("group_id", String(200), primary_key=True),
+    Column("member_id", String(200), primary_key=True),
+    Index("ix_group_members_member", "member_id", "group_id"),
+)
+
+resource_grants = Table(
+    "resource_grants",
+    metadata,
+    Column("resource_id", String(64), primary_key=True),
+    Column("principal_id", String(200), primary_key=True),
+    Column("scope", String(16), nullable=False),  # viewer | runner | editor
+    Index("ix_resource_grants_principal", "principal_id", "resource_id"),
+)
+
+markings = Table(
+    "markings",
+    metadata,
+    Column("id", String(200), primary_key=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("description", Text, nullable=False, default=""),
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+marking_members = Table(
+    "marking_members",
+    metadata,
+    Column("marking_id", String(200), primary_key=True),
+    Column("principal_id", String(200), primary_key=True),
+    Index("ix_marking_members_principal", "principal_id", "marking_id"),
+)
+
+resource_markings = Table(
+    "resource_markings",
+    metadata,
+    Column("resource_id", String(64), primary_key=True),
+    Column("marking_id", String(200), primary_key=True),
+    Index("ix_resource_markings_marking", "marking_id", "resource_id"),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", BigInteger, nullable=False),
+    Column("actor_id", String(200), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("target_id", String(200), nullable=False),
+    Column("before", JSON),
+    Column("after", JSON),
+    Index("ix_audit_log_target", "target_id", "id"),
+    Index("ix_audit_log_actor", "actor_id", "id"),
 )
