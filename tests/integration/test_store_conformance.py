@@ -64,12 +64,14 @@ async def test_insert_get_update_delete(db: Database) -> None:
         await repo.set_tags(conn, "agent.1", ["x", "y", "x"])
         await repo.add_owners(conn, "agent.1", ["user.admin", "group.ops"])
     async with db.read() as conn:
-        found = await repo.get_agent_with_owners(conn, "agent.1")
+        found = await repo.get_agent(conn, "agent.1", ["user.x"])
         assert found is not None
-        record = found[0]
+        assert found.grant is None
+        record = found.record
         assert (record.name, record.document, record.version) == ("one", '{"a": 1}', 1)
         assert record.is_builtin is False  # a bool, not SQLite's 0
-        assert found[1] == [
+        assert record.markings == "[]"
+        assert found.owners == [
             {
                 "id": "group.ops",
                 "type": "group",
@@ -100,7 +102,7 @@ async def test_insert_get_update_delete(db: Database) -> None:
     async with db.write() as conn:
         await repo.delete_agent(conn, "agent.1")
     async with db.read() as conn:
-        assert await repo.get_agent_with_owners(conn, "agent.1") is None
+        assert await repo.get_agent(conn, "agent.1", []) is None
         assert await repo.list_versions(conn, "agent.1") == []
 
 
@@ -112,7 +114,7 @@ async def test_name_is_unique_per_folder_key(db: Database) -> None:
         async with db.write() as conn:
             await repo.insert_agent(conn, row("agent.3", "same"))
     async with db.read() as conn:  # the failed transaction left nothing behind
-        assert await repo.get_agent_with_owners(conn, "agent.3") is None
+        assert await repo.get_agent(conn, "agent.3", []) is None
 
 
 def owner_of(agent_id: str) -> str:
@@ -137,10 +139,10 @@ async def test_list_filters_visibility_and_pages(db: Database) -> None:
             after: str | None = None,
             limit: int = 100,
         ) -> list[str]:
-            cond = repo.Visibility(owned_by=("user.b",) if visible else None)
+            cond = repo.Visibility(("user.b",), restricted=bool(visible), held_markings=())
             page = await repo.list_agents(conn, flt, cond, after, limit)
-            assert all([o["id"] for o in owners] == [owner_of(r.id)] for r, owners in page)
-            return [r.id for r, _ in page]
+            assert all([o["id"] for o in r.owners] == [owner_of(r.record.id)] for r in page)
+            return [r.record.id for r in page]
 
         assert await ids() == [f"agent.{i}" for i in range(7)]
         assert await ids(repo.AgentFilter(mode="workflow")) == ["agent.1", "agent.3", "agent.5"]
@@ -151,7 +153,7 @@ async def test_list_filters_visibility_and_pages(db: Database) -> None:
         assert await ids(repo.AgentFilter(q="_")) == []
         assert await ids(visible=True) == ["agent.4", "agent.5", "agent.6"]
         assert await ids(after="agent.2", limit=2) == ["agent.3", "agent.4"]
-        nobody = repo.Visibility(owned_by=())
+        nobody = repo.Visibility((), restricted=True, held_markings=())
         assert await repo.list_agents(conn, everything, nobody, None, 10) == []
         assert await ids(repo.AgentFilter(tags=("even",)), visible=True, after="agent.4") == [
             "agent.6"

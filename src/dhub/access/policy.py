@@ -1,42 +1,109 @@
-"""The one access policy. Routes and services ask it; lists filter in SQL by what it decides.
+"""The one access policy (DESIGN.md section 2). Services ask it before every read, list, update,
+delete, share, mark, unmark and run; lists filter in SQL by the Visibility it returns.
 
-This is the foundation's minimum (owners and admins); grants, groups and markings extend it in
-the access-model issue without changing its callers.
+- A caller must hold every marking on a resource to see it at all, admins included; anyone else
+  gets 404, exactly as for a resource that does not exist.
+- Owners (users, groups, ``public.all``) may do everything; grants give ``viewer`` (read),
+  ``runner`` (read, run) or ``editor`` (read, run, edit); admins may do what owners do, except
+  add or remove markings, which takes an owner who holds the marking.
+- Visible but not permitted is 403, naming the scope the action needs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Literal
 
 from dhub.access.principal import Principal
-from dhub.domain.errors import NotFound
-from dhub.store.agents import Visibility
+from dhub.domain.errors import Forbidden, NotFound
+from dhub.store.agents import SCOPE_RANK, Visibility
 
-Action = Literal["read", "run", "edit", "delete", "share"]
+Action = Literal["read", "run", "edit", "delete", "share", "mark", "unmark"]
 ShareScope = Literal["owner", "grant", "admin"]
 
+# The smallest grant that allows each action; None: owners (and, but for markings, admins).
+_NEEDS: dict[Action, str | None] = {
+    "read": "viewer",
+    "run": "runner",
+    "edit": "editor",
+    "delete": None,
+    "share": None,
+    "mark": None,
+    "unmark": None,
+}
+_OWNER_ONLY: frozenset[Action] = frozenset({"mark", "unmark"})
 
-def share_scope(principal: Principal, owners: Sequence[str]) -> ShareScope | None:
-    if not principal.principal_ids.isdisjoint(owners):
-        return "owner"
-    if principal.is_admin:
-        return "admin"
-    return None
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What one caller may do with one resource."""
+
+    scope: ShareScope
+    owner: bool
+    grant: str | None
+    admin: bool
+
+    def allows(self, action: Action) -> bool:
+        if self.owner:
+            return True
+        if self.admin and action not in _OWNER_ONLY:
+            return True
+        needed = _NEEDS[action]
+        return (
+            needed is not None
+            and self.grant is not None
+            and (SCOPE_RANK[self.grant] >= SCOPE_RANK[needed])
+        )
+
+
+def access(
+    principal: Principal, owners: Collection[str], grant: str | None, markings: Collection[str]
+) -> Access | None:
+    """The caller's access, or None when the resource is invisible to it."""
+    if not principal.markings.issuperset(markings):
+        return None
+    owner = not principal.principal_ids.isdisjoint(owners)
+    if not (owner or grant or principal.is_admin):
+        return None
+    scope: ShareScope = "owner" if owner else "grant" if grant else "admin"
+    return Access(scope, owner, grant, principal.is_admin)
 
 
 def require(
-    principal: Principal, action: Action, resource_id: str, owners: Sequence[str]
-) -> ShareScope:
-    """The caller's scope on the resource, or NotFound when it may not see it at all."""
-    scope = share_scope(principal, owners)
-    if scope is None:
+    principal: Principal,
+    action: Action,
+    resource_id: str,
+    owners: Collection[str],
+    grant: str | None,
+    markings: Collection[str],
+) -> Access:
+    """The caller's access if it allows ``action``; NotFound if the resource is invisible to the
+    caller, Forbidden (naming what is needed) if it is visible but not permitted."""
+    found = access(principal, owners, grant, markings)
+    if found is None:
         raise NotFound(f"No agent with id '{resource_id}'.")
-    return scope
+    if not found.allows(action):
+        raise Forbidden(_refusal(action, resource_id, found))
+    return found
+
+
+def _refusal(action: Action, resource_id: str, found: Access) -> str:
+    needed = _NEEDS[action]
+    if action in _OWNER_ONLY:
+        what = "an owner who holds the marking"
+    elif needed is None:
+        what = "an owner (or an admin)"
+    else:
+        what = f"the '{needed}' scope or more (or ownership)"
+    have = f"the '{found.grant}' scope" if found.grant else f"'{found.scope}' access"
+    return f"'{action}' on '{resource_id}' needs {what}; you have {have}."
 
 
 def visible_agents(principal: Principal) -> Visibility:
     """Which agents the caller may read; lists filter with it in SQL."""
     return Visibility(
-        owned_by=None if principal.is_admin else tuple(sorted(principal.principal_ids))
+        principals=tuple(sorted(principal.principal_ids)),
+        restricted=not principal.is_admin,
+        held_markings=tuple(sorted(principal.markings)),
     )

@@ -1,17 +1,21 @@
-"""Who is calling."""
+"""Who is calling, with everything access decisions need, resolved once per token check."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+PUBLIC = "public.all"
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
     user_id: str
     is_admin: bool = False
-    # Every principal this caller acts as: itself and ``public.all`` (groups come with the
-    # access-model issue). Derived once: list pages test it against every agent's owners.
+    groups: frozenset[str] = frozenset()  # every group the user is in, through nesting too
+    markings: frozenset[str] = frozenset()  # markings held directly or through a group
+    # Every principal this caller acts as: itself, its groups and ``public.all``. Derived
+    # once: list pages test it against every agent's owners.
     principal_ids: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "principal_ids", frozenset((self.user_id, "public.all")))
+        object.__setattr__(self, "principal_ids", frozenset((self.user_id, PUBLIC, *self.groups)))

@@ -9,10 +9,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dhub.access.principal import Principal
+from dhub.access.principal import PUBLIC, Principal
 from dhub.domain.errors import Unauthenticated
 from dhub.domain.ids import now_ms
-from dhub.store.db import Database
+from dhub.store.db import Conn, Database
+from dhub.store.principals import groups_of, held_markings
 from dhub.store.users import find_token
 
 PREFIX = "dhub_"
@@ -38,6 +39,13 @@ def bearer_digest(authorization: str | None) -> str:
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthenticated("The Authorization header must be 'Bearer <token>'.")
     return hash_token(token.strip())
+
+
+async def resolve(conn: Conn, user_id: str, is_admin: bool) -> Principal:
+    """The principal with its groups (through nesting) and the markings it holds."""
+    member_of = await groups_of(conn, [user_id, PUBLIC])
+    held = await held_markings(conn, [user_id, PUBLIC, *member_of])
+    return Principal(user_id, is_admin, frozenset(member_of), frozenset(held))
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,23 +89,21 @@ class Authenticator:
 
     async def _lookup(self, digest: str) -> _Verified:
         self._verified.pop(digest, None)
-        async with self._db.read() as conn:
+        async with self._db.read(snapshot=True) as conn:
             owner = await find_token(conn, digest)
-        if owner is None or not hmac.compare_digest(owner.token_hash, digest):
-            raise Unauthenticated("The token is not valid.")
-        if owner.revoked_at is not None:
-            raise Unauthenticated("The token was revoked.")
-        verified = _Verified(
-            Principal(user_id=owner.user_id, is_admin=owner.is_admin),
-            owner.expires_at,
-            self._clock() + self._ttl,
-        )
+            if owner is None or not hmac.compare_digest(owner.token_hash, digest):
+                raise Unauthenticated("The token is not valid.")
+            if owner.revoked_at is not None:
+                raise Unauthenticated("The token was revoked.")
+            principal = await resolve(conn, owner.user_id, owner.is_admin)
+        verified = _Verified(principal, owner.expires_at, self._clock() + self._ttl)
         if len(self._verified) >= self._max_entries:
             self._verified.clear()  # simple bound; entries are cheap to rebuild
         self._verified[digest] = verified
         return verified
 
     def forget(self, token_hash: str | None = None) -> None:
+        # Also after membership or marking changes (forget all): principals carry both.
         """Drop one remembered token (after revoking it), or all of them."""
         if token_hash is None:
             self._verified.clear()

@@ -18,7 +18,7 @@ def agent_json(view: AgentView) -> bytes:
     head = orjson.dumps({"id": record.id})[:-1]  # b'{"id":"..."'
     tail = orjson.dumps(
         {
-            "markings": [],
+            "markings": orjson.Fragment(record.markings),  # stored as JSON already
             "created_at": record.created_at,
             "updated_at": record.updated_at,
             "owners": view.owners,

@@ -76,10 +76,9 @@ class AgentService:
         async with self.db.write() as conn:
             await self._check_name_free(conn, spec, None)
             await self._insert(conn, agent_id, spec, document, principal, now)
-            found = await repo.get_agent_with_owners(conn, agent_id)
+            found = await repo.get_agent(conn, agent_id, sorted(principal.principal_ids))
         assert found is not None
-        record, owners = found
-        return AgentView(record, owners, policy.share_scope(principal, [principal.user_id]))
+        return AgentView(found.record, found.owners, "owner")
 
     async def _insert(
         self,
@@ -118,12 +117,13 @@ class AgentService:
     async def _load(
         self, conn: Conn, principal: Principal, agent_id: str, action: policy.Action
     ) -> tuple[repo.AgentRecord, list[dict[str, Any]], policy.ShareScope]:
-        found = await repo.get_agent_with_owners(conn, agent_id)
+        found = await repo.get_agent(conn, agent_id, sorted(principal.principal_ids))
         if found is None:
             raise NotFound(f"No agent with id '{agent_id}'.")
-        record, owners = found
-        scope = policy.require(principal, action, agent_id, [o["id"] for o in owners])
-        return record, owners, scope
+        owner_ids = [o["id"] for o in found.owners]
+        markings = orjson.loads(found.record.markings)
+        allowed = policy.require(principal, action, agent_id, owner_ids, found.grant, markings)
+        return found.record, found.owners, allowed.scope
 
     async def get(self, principal: Principal, agent_id: str) -> AgentView:
         async with self.db.read() as conn:
@@ -138,11 +138,12 @@ class AgentService:
             found = await repo.list_agents(
                 conn, flt, policy.visible_agents(principal), after, limit + 1
             )
-        data = [
-            AgentView(r, owners, policy.share_scope(principal, [o["id"] for o in owners]))
-            for r, owners in found[:limit]
-        ]
-        next_cursor = encode_cursor(data[-1].record.id) if len(found) > limit else None
+        data = []
+        for row in found[:limit]:  # the SQL filter already left only what the caller may see
+            owner_ids = [o["id"] for o in row.owners]
+            seen = policy.access(principal, owner_ids, row.grant, ())
+            data.append(AgentView(row.record, row.owners, seen.scope if seen else None))
+        next_cursor = encode_cursor(found[limit - 1].record.id) if len(found) > limit else None
         return Page(data, next_cursor)
 
     async def patch(self, principal: Principal, agent_id: str, patch: Any) -> AgentView:

@@ -13,6 +13,7 @@ from sqlalchemy import (
     Integer,
     Select,
     bindparam,
+    case,
     delete,
     func,
     insert,
@@ -22,7 +23,16 @@ from sqlalchemy import (
 )
 
 from dhub.store.db import Conn
-from dhub.store.tables import agent_versions, agents, resource_owners, resource_tags, users
+from dhub.store.tables import (
+    agent_versions,
+    agents,
+    groups,
+    resource_grants,
+    resource_markings,
+    resource_owners,
+    resource_tags,
+    users,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +43,20 @@ class AgentRecord:
     version: int
     document: str
     is_builtin: bool
+    markings: str  # JSON list of marking ids
     created_by: str
     created_at: int
     updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRow:
+    """An agent with what access decisions need: its owners (with display fields) and the best
+    scope granted to the caller's principals (None: no grant)."""
+
+    record: AgentRecord
+    owners: list[dict[str, Any]]
+    grant: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +77,7 @@ _RECORD_COLUMNS = (
     agents.c.version,
     agents.c.document,
     agents.c.is_builtin,
+    agents.c.markings,
     agents.c.created_by,
     agents.c.created_at,
     agents.c.updated_at,
@@ -83,55 +105,73 @@ async def delete_agent(conn: Conn, agent_id: str) -> None:
     await conn.execute(delete(agent_versions).where(agent_versions.c.agent_id == agent_id))
     await conn.execute(delete(resource_tags).where(resource_tags.c.resource_id == agent_id))
     await conn.execute(delete(resource_owners).where(resource_owners.c.resource_id == agent_id))
+    await conn.execute(delete(resource_grants).where(resource_grants.c.resource_id == agent_id))
+    await conn.execute(delete(resource_markings).where(resource_markings.c.resource_id == agent_id))
     await conn.execute(delete(agents).where(agents.c.id == agent_id))
 
 
 _OWNER_COLUMNS = (
     resource_owners.c.principal_id,
-    users.c.display_name,
+    func.coalesce(users.c.display_name, groups.c.display_name),
     users.c.avatar_url,
     users.c.avatar_config,
     users.c.email,
 )
+SCOPE_RANK = {"viewer": 1, "runner": 2, "editor": 3}
+_SCOPE_BY_RANK = {rank: scope for scope, rank in SCOPE_RANK.items()}
 
 
 def _with_owners(source: Any, id_column: Any) -> Any:
-    """``source`` outer-joined to its owners and their display fields."""
-    return source.outerjoin(resource_owners, resource_owners.c.resource_id == id_column).outerjoin(
-        users, users.c.id == resource_owners.c.principal_id
+    """``source`` outer-joined to its owners and their display fields (users or groups)."""
+    owners = source.outerjoin(resource_owners, resource_owners.c.resource_id == id_column)
+    with_users = owners.outerjoin(users, users.c.id == resource_owners.c.principal_id)
+    return with_users.outerjoin(groups, groups.c.id == resource_owners.c.principal_id)
+
+
+def _grant_rank(id_column: Any) -> Any:
+    """The best scope granted on the resource to any of the caller's ``principals``, as a rank."""
+    rank = case(
+        *((resource_grants.c.scope == scope, value) for scope, value in SCOPE_RANK.items()),
+        else_=0,
+    )
+    return (
+        select(func.max(rank))
+        .where(
+            resource_grants.c.resource_id == id_column,
+            resource_grants.c.principal_id.in_(bindparam("principals", expanding=True)),
+        )
+        .scalar_subquery()
     )
 
 
 # Built once: building a select costs more than running it on SQLite (bench/api_latency.py).
-_GET_WITH_OWNERS = (
-    select(*_RECORD_COLUMNS, *_OWNER_COLUMNS)
+_GET_AGENT = (
+    select(*_RECORD_COLUMNS, _grant_rank(agents.c.id), *_OWNER_COLUMNS)
     .select_from(_with_owners(agents, agents.c.id))
     .where(agents.c.id == bindparam("agent_id"))
-    .order_by(resource_owners.c.principal_id)
 )
 
 
-def _group_owners(rows: Sequence[Any]) -> list[tuple[AgentRecord, list[dict[str, Any]]]]:
-    """Rows of (agent columns..., owner columns...), ordered by agent, into (record, owners)."""
+def _rows_to_agents(rows: Sequence[Any]) -> list[AgentRow]:
+    """Rows of (agent columns..., grant rank, owner columns...) into one AgentRow per agent,
+    agents by id and owners by principal id (sorted here, not in SQL: see _list_statement)."""
     width = len(_RECORD_COLUMNS)
-    out: list[tuple[AgentRecord, list[dict[str, Any]]]] = []
+    out: list[AgentRow] = []
     last_id = None
     owners: list[dict[str, Any]] = []
-    for row in rows:
+    for row in sorted(rows, key=lambda r: (r[0], r[width + 1] or "")):
         if row[0] != last_id:
             last_id, owners = row[0], []
-            out.append((AgentRecord(*row[:width]), owners))
-        if row[width] is not None:
-            owners.append(_owner(*row[width:]))
+            out.append(AgentRow(AgentRecord(*row[:width]), owners, _SCOPE_BY_RANK.get(row[width])))
+        if row[width + 1] is not None:
+            owners.append(_owner(*row[width + 1 :]))
     return out
 
 
-async def get_agent_with_owners(
-    conn: Conn, agent_id: str
-) -> tuple[AgentRecord, list[dict[str, Any]]] | None:
-    """The agent and its owners (principals with display fields, by id) in one statement."""
-    rows = (await conn.execute(_GET_WITH_OWNERS, {"agent_id": agent_id})).all()
-    found = _group_owners(rows)
+async def get_agent(conn: Conn, agent_id: str, principals: Sequence[str]) -> AgentRow | None:
+    """The agent, its owners and the caller's best grant, in one statement."""
+    params = {"agent_id": agent_id, "principals": list(principals)}
+    found = _rows_to_agents((await conn.execute(_GET_AGENT, params)).all())
     return found[0] if found else None
 
 
@@ -151,10 +191,13 @@ def _like(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Visibility:
-    """Which agents a caller may see, as the access policy decides it: those owned by any of
-    ``owned_by`` (None: every agent). The store turns it into SQL."""
+    """Which agents a caller may see, as the access policy decides it; the store renders it as
+    SQL. ``restricted``: only agents owned by or granted to one of ``principals`` (admins are
+    not restricted). Either way, only agents whose every marking is in ``held_markings``."""
 
-    owned_by: tuple[str, ...] | None
+    principals: tuple[str, ...]
+    restricted: bool
+    held_markings: tuple[str, ...]
 
 
 _EQUALITY_FILTERS = ("collection_id", "folder_id", "mode", "input_mode", "type")
@@ -182,13 +225,11 @@ def _shape_and_values(
     values.update({name: getattr(flt, name) for name in equal})
     tags = list(dict.fromkeys(flt.tags))
     values.update({f"tag_{i}": tag for i, tag in enumerate(tags)})
-    if visible.owned_by is not None:
-        values["principals"] = list(visible.owned_by)
+    values["principals"] = list(visible.principals)
+    values["held"] = list(visible.held_markings)
     if after_id is not None:
         values["after_id"] = after_id
-    shape = _Shape(
-        bool(flt.q), equal, len(tags), visible.owned_by is not None, after_id is not None
-    )
+    shape = _Shape(bool(flt.q), equal, len(tags), visible.restricted, after_id is not None)
     return shape, values
 
 
@@ -213,8 +254,10 @@ def _list_statement(shape: _Shape) -> Select[Any]:
         .exists()
         for i in range(shape.tags)
     )
+    principals: BindParameter[Any] = bindparam("principals", expanding=True)
     if shape.restricted:
-        conds.append(owned_by(bindparam("principals", expanding=True)))
+        conds.append(or_(owned_by(principals), granted_to(principals)))
+    conds.append(_markings_held(bindparam("held", expanding=True)))
     if shape.after:
         conds.append(agents.c.id > bindparam("after_id"))
     page = (
@@ -225,22 +268,43 @@ def _list_statement(shape: _Shape) -> Select[Any]:
         .subquery()
     )
     # No ORDER BY here: sorting the joined rows made SQLite copy every document into a
-    # temporary b-tree; list_agents orders the (few) rows in Python instead.
-    return select(*page.c, *_OWNER_COLUMNS).select_from(_with_owners(page, page.c.id))
+    # temporary b-tree; _rows_to_agents orders the (few) rows in Python instead.
+    return select(*page.c, _grant_rank(page.c.id), *_OWNER_COLUMNS).select_from(
+        _with_owners(page, page.c.id)
+    )
 
 
 async def list_agents(
     conn: Conn, flt: AgentFilter, visible: Visibility, after_id: str | None, limit: int
-) -> list[tuple[AgentRecord, list[dict[str, Any]]]]:
-    """A page ordered by id (creation order), each agent with its owners, in one statement;
-    ``after_id`` is the last id of the previous page."""
+) -> list[AgentRow]:
+    """A page ordered by id (creation order), each agent with its owners and the caller's best
+    grant, in one statement; ``after_id`` is the last id of the previous page."""
     shape, values = _shape_and_values(flt, visible, after_id, limit)
-    rows = (await conn.execute(_list_statement(shape), values)).all()
-    return _group_owners(sorted(rows, key=_by_agent_then_owner))
+    return _rows_to_agents((await conn.execute(_list_statement(shape), values)).all())
 
 
-def _by_agent_then_owner(row: Sequence[Any]) -> tuple[str, str]:
-    return row[0], row[len(_RECORD_COLUMNS)] or ""
+def granted_to(principal_ids: Sequence[str] | BindParameter[Any]) -> ColumnElement[bool]:
+    """Agents with a grant to any of ``principal_ids``."""
+    return (
+        select(resource_grants.c.resource_id)
+        .where(
+            resource_grants.c.resource_id == agents.c.id,
+            resource_grants.c.principal_id.in_(principal_ids),
+        )
+        .exists()
+    )
+
+
+def _markings_held(held: BindParameter[Any]) -> ColumnElement[bool]:
+    """Agents carrying no marking outside ``held``."""
+    return ~(
+        select(resource_markings.c.resource_id)
+        .where(
+            resource_markings.c.resource_id == agents.c.id,
+            resource_markings.c.marking_id.not_in(held),
+        )
+        .exists()
+    )
 
 
 def owned_by(principal_ids: Sequence[str] | BindParameter[Any]) -> ColumnElement[bool]:
@@ -271,6 +335,9 @@ async def add_owners(conn: Conn, resource_id: str, principals: Sequence[str]) ->
     )
 
 
+_DISPLAY_FALLBACK = {"public.all": "All users"}
+
+
 def _owner(
     principal_id: str,
     display_name: str | None,
@@ -282,7 +349,7 @@ def _owner(
     return {
         "id": principal_id,
         "type": _principal_type(principal_id),
-        "display_name": display_name or principal_id,
+        "display_name": display_name or _DISPLAY_FALLBACK.get(principal_id, principal_id),
         "avatar_url": avatar_url,
         "avatar_config": avatar_config,
         "email": email,
@@ -290,6 +357,7 @@ def _owner(
 
 
 def _principal_type(principal_id: str) -> str:
+    # "public.all" is type "public"; user.* and group.* are what their prefix says.
     kind = principal_id.split(".", 1)[0]
     return kind if kind in ("user", "group", "public") else "user"
 
