@@ -17,10 +17,11 @@ from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
 from dhub.api import errors
 from dhub.api.deps import Services
-from dhub.api.routers import agents, health
+from dhub.api.routers import agents, health, principals
 from dhub.domain.agent import AgentSpec
 from dhub.services.agents import AgentService
 from dhub.services.examples import load_examples
+from dhub.services.principals import PrincipalService
 from dhub.settings import Settings
 from dhub.store.db import Database
 
@@ -34,7 +35,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         db = Database(settings.database_url)
         await db.migrate()
-        services = Services(db=db, auth=Authenticator(db), agents=AgentService(db))
+        auth = Authenticator(db)
+        services = Services(
+            db=db, auth=auth, agents=AgentService(db), principals=PrincipalService(db, auth)
+        )
         app.state.services = services
         boot = await ensure_admin(db, settings.data_dir, settings.admin_token)
         if boot.generated_token is not None:
@@ -61,6 +65,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.include_router(health.router)
     app.include_router(agents.router, prefix="/api/v1")
+    app.include_router(principals.router, prefix="/api/v1")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -12,6 +12,7 @@ from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
 from dhub.domain.errors import FieldError, InvalidInput
 from dhub.services.agents import AgentService
+from dhub.services.principals import PrincipalService
 from dhub.store.db import Database
 
 
@@ -20,6 +21,7 @@ class Services:
     db: Database
     auth: Authenticator
     agents: AgentService
+    principals: PrincipalService
 
 
 async def services(request: Request) -> Services:

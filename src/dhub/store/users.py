@@ -64,3 +64,36 @@ async def revoke_token(conn: Conn, token_id: str, at: int) -> str | None:
     await conn.execute(update(tokens).where(tokens.c.id == token_id).values(revoked_at=at))
     digest: str = row[0]
     return digest
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    id: str
+    user_id: str
+    name: str
+    created_at: int
+    expires_at: int | None
+    revoked_at: int | None
+
+
+_TOKEN_COLUMNS = (
+    tokens.c.id,
+    tokens.c.user_id,
+    tokens.c.name,
+    tokens.c.created_at,
+    tokens.c.expires_at,
+    tokens.c.revoked_at,
+)
+
+
+async def list_tokens(conn: Conn, user_id: str | None) -> list[TokenRecord]:
+    """Tokens (never their secrets) of one user, or of everyone; newest first."""
+    stmt = select(*_TOKEN_COLUMNS).order_by(tokens.c.created_at.desc(), tokens.c.id)
+    if user_id is not None:
+        stmt = stmt.where(tokens.c.user_id == user_id)
+    return [TokenRecord(*r) for r in await conn.execute(stmt)]
+
+
+async def get_token(conn: Conn, token_id: str) -> TokenRecord | None:
+    row = (await conn.execute(select(*_TOKEN_COLUMNS).where(tokens.c.id == token_id))).first()
+    return TokenRecord(*row) if row else None
