@@ -237,14 +237,19 @@ def server_owned(doc: dict[str, Any]) -> list[FieldError]:
         )
     for key in SERVER_OWNED_FIELDS:
         if key in doc:
-            errors.append(
-                FieldError(
-                    join(key),
-                    f"'{key}' is set by the server: remove it from the document.",
-                    "read_only",
-                )
+            message = _READ_ONLY.get(
+                key, f"'{key}' is set by the server: remove it from the document."
             )
+            errors.append(FieldError(join(key), message, "read_only"))
     return errors
+
+
+# PATCH takes ``owners`` out before validating the document (services/agents.py), so this
+# message is what Create and /validate report.
+_READ_ONLY = {
+    "owners": "The creator is the first owner: remove 'owners' here, and change owners "
+    'afterwards with PATCH {"owners": ["user.<name>", "group.<name>", ...]}.'
+}
 
 
 def collect_errors(doc: Any) -> tuple[AgentSpec | None, list[FieldError]]:

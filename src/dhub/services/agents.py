@@ -18,7 +18,9 @@ from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.merge_patch import merge_patch
 from dhub.engine.validate import collect_errors, validate_agent_document
+from dhub.services import sharing
 from dhub.store import agents as repo
+from dhub.store import audit
 from dhub.store.db import Conn, Database
 
 
@@ -108,21 +110,24 @@ class AgentService:
         await repo.insert_version(conn, agent_id, 1, document, principal.user_id, now)
         await repo.set_tags(conn, agent_id, spec.tags or [])
         await repo.add_owners(conn, agent_id, [principal.user_id])
+        await audit.record(conn, principal.user_id, "agent.create", agent_id, None, 1)
 
     async def _check_name_free(self, conn: Conn, spec: AgentSpec, agent_id: str | None) -> None:
         holder = await repo.find_by_name(conn, spec.folder_id, spec.name)
         if holder is not None and holder != agent_id:
             raise _name_conflict(spec, holder)
 
-    async def _load(
-        self, conn: Conn, principal: Principal, agent_id: str, action: policy.Action
-    ) -> tuple[repo.AgentRecord, list[dict[str, Any]], policy.ShareScope]:
+    async def _find(self, conn: Conn, principal: Principal, agent_id: str) -> repo.AgentRow:
         found = await repo.get_agent(conn, agent_id, sorted(principal.principal_ids))
         if found is None:
             raise NotFound(f"No agent with id '{agent_id}'.")
-        owner_ids = [o["id"] for o in found.owners]
-        markings = orjson.loads(found.record.markings)
-        allowed = policy.require(principal, action, agent_id, owner_ids, found.grant, markings)
+        return found
+
+    async def _load(
+        self, conn: Conn, principal: Principal, agent_id: str, action: policy.Action
+    ) -> tuple[repo.AgentRecord, list[dict[str, Any]], policy.ShareScope]:
+        found = await self._find(conn, principal, agent_id)
+        allowed = _require(principal, action, found)
         return found.record, found.owners, allowed.scope
 
     async def get(self, principal: Principal, agent_id: str) -> AgentView:
@@ -147,28 +152,67 @@ class AgentService:
         return Page(data, next_cursor)
 
     async def patch(self, principal: Principal, agent_id: str, patch: Any) -> AgentView:
+        """A merge patch of the document. ``owners`` (principal ids) replaces the owners, which
+        takes an owner or an admin; owners are not part of the document, so changing only them
+        keeps the version."""
         if not isinstance(patch, dict):
             raise InvalidInput([FieldError("", "A merge patch must be a JSON object.", "type")])
+        doc_patch = {k: v for k, v in patch.items() if k != "owners"}
         async with self.db.write() as conn:
-            record, owners, scope = await self._load(conn, principal, agent_id, "edit")
-            current = orjson.loads(record.document)
-            spec = validate_agent_document(_patched(current, patch))
-            document = dump_spec(spec)
-            if document == record.document:
-                return AgentView(record, owners, scope)
-            await self._check_name_free(conn, spec, agent_id)
-            now, version = now_ms(), record.version + 1
-            try:
-                await repo.update_agent(
-                    conn,
-                    agent_id,
-                    {**_indexed(spec), "version": version, "document": document, "updated_at": now},
-                )
-            except IntegrityError as exc:
-                raise _name_conflict(spec, None) from exc
-            await repo.insert_version(conn, agent_id, version, document, principal.user_id, now)
-            await repo.set_tags(conn, agent_id, spec.tags or [])
-        updated = dataclasses.replace(
+            found = await self._find(conn, principal, agent_id)
+            only_owners = "owners" in patch and not doc_patch  # then "share" alone is needed
+            scope: policy.ShareScope | None
+            scope = _require(principal, "read" if only_owners else "edit", found).scope
+            owners, errors = await self._patched_owners(conn, principal, found, patch)
+            current = orjson.loads(found.record.document)
+            spec, doc_errors = collect_errors(_patched(current, doc_patch))
+            if errors or doc_errors or spec is None:
+                raise InvalidInput([*doc_errors, *errors])
+            if owners is not None:
+                before = [o["id"] for o in found.owners]
+                await sharing.change_owners(conn, principal, agent_id, before, owners)
+                found = await self._find(conn, principal, agent_id)
+                seen = policy.access(principal, owners, found.grant, ())
+                scope = seen.scope if seen else None  # None: the caller gave its access away
+            record = await self._store_document(conn, principal, found.record, spec)
+        return AgentView(record, found.owners, scope)
+
+    async def _patched_owners(
+        self, conn: Conn, principal: Principal, found: repo.AgentRow, patch: dict[str, Any]
+    ) -> tuple[list[str] | None, list[FieldError]]:
+        """The new owners when the patch changes them (after asking the policy for "share"),
+        and the problems with the patch's ``owners``."""
+        if "owners" not in patch:
+            return None, []
+        owners, errors = await sharing.parse_owners(conn, patch["owners"])
+        if not errors and owners == sorted(o["id"] for o in found.owners):
+            return None, []  # unchanged: no "share" needed
+        _require(principal, "share", found)
+        return owners, errors
+
+    async def _store_document(
+        self, conn: Conn, principal: Principal, record: repo.AgentRecord, spec: AgentSpec
+    ) -> repo.AgentRecord:
+        """Store ``spec`` as the next version unless it is the current document."""
+        document = dump_spec(spec)
+        if document == record.document:
+            return record
+        await self._check_name_free(conn, spec, record.id)
+        now, version = now_ms(), record.version + 1
+        try:
+            await repo.update_agent(
+                conn,
+                record.id,
+                {**_indexed(spec), "version": version, "document": document, "updated_at": now},
+            )
+        except IntegrityError as exc:
+            raise _name_conflict(spec, None) from exc
+        await repo.insert_version(conn, record.id, version, document, principal.user_id, now)
+        await repo.set_tags(conn, record.id, spec.tags or [])
+        await audit.record(
+            conn, principal.user_id, "agent.update", record.id, record.version, version
+        )
+        return dataclasses.replace(
             record,
             name=spec.name,
             folder_id=spec.folder_id,
@@ -176,12 +220,45 @@ class AgentService:
             document=document,
             updated_at=now,
         )
-        return AgentView(updated, owners, scope)
 
     async def delete(self, principal: Principal, agent_id: str) -> None:
         async with self.db.write() as conn:
-            await self._load(conn, principal, agent_id, "delete")
+            record, _, _ = await self._load(conn, principal, agent_id, "delete")
             await repo.delete_agent(conn, agent_id)
+            await audit.record(conn, principal.user_id, "agent.delete", agent_id, record.version)
+
+    async def grants(self, principal: Principal, agent_id: str) -> list[dict[str, Any]]:
+        """The agent's grants; anyone who may read the agent may read who it is shared with."""
+        async with self.db.read(snapshot=True) as conn:
+            await self._load(conn, principal, agent_id, "read")
+            rows = await repo.list_grants(conn, agent_id)
+        return [sharing.grant_json(g) for g in rows]
+
+    async def grant(
+        self, principal: Principal, agent_id: str, body: Any
+    ) -> tuple[dict[str, Any], bool]:
+        """Grant a scope (replacing the one the principal had); True when the grant is new."""
+        async with self.db.write() as conn:
+            await self._load(conn, principal, agent_id, "share")
+            return await sharing.add_grant(conn, principal, agent_id, body)
+
+    async def ungrant(self, principal: Principal, agent_id: str, principal_id: str) -> None:
+        async with self.db.write() as conn:
+            await self._load(conn, principal, agent_id, "share")
+            await sharing.remove_grant(conn, principal, agent_id, principal_id)
+
+    async def mark(self, principal: Principal, agent_id: str, body: Any) -> AgentView:
+        async with self.db.write() as conn:
+            record, owners, scope = await self._load(conn, principal, agent_id, "mark")
+            marking_id = sharing.marking_of(body)
+            stored = await sharing.mark(conn, principal, agent_id, record.markings, marking_id)
+        return AgentView(dataclasses.replace(record, markings=stored), owners, scope)
+
+    async def unmark(self, principal: Principal, agent_id: str, marking_id: str) -> AgentView:
+        async with self.db.write() as conn:
+            record, owners, scope = await self._load(conn, principal, agent_id, "unmark")
+            stored = await sharing.unmark(conn, principal, agent_id, record.markings, marking_id)
+        return AgentView(dataclasses.replace(record, markings=stored), owners, scope)
 
     async def versions(self, principal: Principal, agent_id: str) -> list[dict[str, Any]]:
         async with self.db.read(snapshot=True) as conn:
@@ -210,6 +287,12 @@ class AgentService:
     def validate(doc: Any) -> dict[str, Any]:
         _, errors = collect_errors(doc)
         return {"valid": not errors, "errors": [e.as_dict() for e in errors]}
+
+
+def _require(principal: Principal, action: policy.Action, found: repo.AgentRow) -> policy.Access:
+    owner_ids = [o["id"] for o in found.owners]
+    markings = orjson.loads(found.record.markings)
+    return policy.require(principal, action, found.record.id, owner_ids, found.grant, markings)
 
 
 def _patched(current: dict[str, Any], patch: dict[str, Any]) -> Any:

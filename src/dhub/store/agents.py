@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
@@ -335,6 +336,87 @@ async def add_owners(conn: Conn, resource_id: str, principals: Sequence[str]) ->
     )
 
 
+async def replace_owners(conn: Conn, resource_id: str, principals: Sequence[str]) -> None:
+    """Make ``principals`` the resource's owners (the service checks at least one remains)."""
+    await conn.execute(delete(resource_owners).where(resource_owners.c.resource_id == resource_id))
+    await add_owners(conn, resource_id, principals)
+
+
+@dataclass(frozen=True, slots=True)
+class GrantRecord:
+    principal_id: str
+    scope: str
+    display_name: str | None  # the user's or group's, when the principal is one
+
+
+_LIST_GRANTS = (
+    select(
+        resource_grants.c.principal_id,
+        resource_grants.c.scope,
+        func.coalesce(users.c.display_name, groups.c.display_name),
+    )
+    .select_from(
+        resource_grants.outerjoin(users, users.c.id == resource_grants.c.principal_id).outerjoin(
+            groups, groups.c.id == resource_grants.c.principal_id
+        )
+    )
+    .where(resource_grants.c.resource_id == bindparam("resource_id"))
+    .order_by(resource_grants.c.principal_id)
+)
+_GET_GRANT = select(resource_grants.c.scope).where(
+    resource_grants.c.resource_id == bindparam("resource_id"),
+    resource_grants.c.principal_id == bindparam("principal_id"),
+)
+
+
+async def list_grants(conn: Conn, resource_id: str) -> list[GrantRecord]:
+    """The resource's grants, by principal id."""
+    rows = await conn.execute(_LIST_GRANTS, {"resource_id": resource_id})
+    return [GrantRecord(*r) for r in rows]
+
+
+async def get_grant(conn: Conn, resource_id: str, principal_id: str) -> str | None:
+    """The scope granted to exactly ``principal_id`` (not through groups), if any."""
+    params = {"resource_id": resource_id, "principal_id": principal_id}
+    scope: str | None = (await conn.execute(_GET_GRANT, params)).scalar()
+    return scope
+
+
+async def set_grant(conn: Conn, resource_id: str, principal_id: str, scope: str) -> None:
+    """Grant ``scope``, replacing any scope the principal had (one grant per principal)."""
+    await delete_grant(conn, resource_id, principal_id)
+    await conn.execute(
+        insert(resource_grants).values(
+            resource_id=resource_id, principal_id=principal_id, scope=scope
+        )
+    )
+
+
+async def delete_grant(conn: Conn, resource_id: str, principal_id: str) -> None:
+    await conn.execute(
+        delete(resource_grants).where(
+            resource_grants.c.resource_id == resource_id,
+            resource_grants.c.principal_id == principal_id,
+        )
+    )
+
+
+async def set_markings(conn: Conn, agent_id: str, marking_ids: Sequence[str]) -> str:
+    """Make ``marking_ids`` the agent's markings, in resource_markings (which lists filter on)
+    and in agents.markings (the sorted JSON list responses render), in the caller's
+    transaction; returns that JSON."""
+    unique = sorted(set(marking_ids))
+    await conn.execute(delete(resource_markings).where(resource_markings.c.resource_id == agent_id))
+    if unique:
+        await conn.execute(
+            insert(resource_markings),
+            [{"resource_id": agent_id, "marking_id": m} for m in unique],
+        )
+    stored = orjson.dumps(unique).decode()
+    await conn.execute(update(agents).where(agents.c.id == agent_id).values(markings=stored))
+    return stored
+
+
 _DISPLAY_FALLBACK = {"public.all": "All users"}
 
 
@@ -348,15 +430,20 @@ def _owner(
     """An ``owners[]`` item of the seed: the principal with its display fields."""
     return {
         "id": principal_id,
-        "type": _principal_type(principal_id),
-        "display_name": display_name or _DISPLAY_FALLBACK.get(principal_id, principal_id),
+        "type": principal_type(principal_id),
+        "display_name": display_name or display_fallback(principal_id),
         "avatar_url": avatar_url,
         "avatar_config": avatar_config,
         "email": email,
     }
 
 
-def _principal_type(principal_id: str) -> str:
+def display_fallback(principal_id: str) -> str:
+    """The display name of a principal without a user or group row (``public.all``)."""
+    return _DISPLAY_FALLBACK.get(principal_id, principal_id)
+
+
+def principal_type(principal_id: str) -> str:
     # "public.all" is type "public"; user.* and group.* are what their prefix says.
     kind = principal_id.split(".", 1)[0]
     return kind if kind in ("user", "group", "public") else "user"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel
@@ -10,10 +10,13 @@ from pydantic import BaseModel
 from dhub.api.deps import Ctx, json_body
 from dhub.api.query import LIST_PARAMETERS, parse_list_query
 from dhub.api.render import agent_json, page_json
-from dhub.api.responses import ERROR_RESPONSES, JSON, ErrorItem
-from dhub.domain.agent import AgentResponse
+from dhub.api.responses import ERROR_RESPONSES, JSON, ErrorBody, ErrorItem
+from dhub.domain.agent import AgentResponse, OwnerType
 
-router = APIRouter(prefix="/agents", tags=["agents"], responses=ERROR_RESPONSES)
+_FORBIDDEN: dict[int | str, dict[str, Any]] = {
+    403: {"model": ErrorBody, "description": "Visible, but the caller lacks the scope needed"}
+}
+router = APIRouter(prefix="/agents", tags=["agents"], responses={**ERROR_RESPONSES, **_FORBIDDEN})
 
 _SPEC_BODY: dict[str, Any] = {
     "requestBody": {
@@ -45,6 +48,36 @@ class AgentList(BaseModel):
 class ValidationResult(BaseModel):
     valid: bool
     errors: list[ErrorItem]
+
+
+class Grant(BaseModel):
+    principal_id: str
+    type: OwnerType
+    display_name: str
+    scope: Literal["viewer", "runner", "editor"]
+
+
+class GrantList(BaseModel):
+    data: list[Grant]
+
+
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    content = {"application/json": {"schema": {"type": "object", **schema}}}
+    return {"requestBody": {"required": True, "content": content}}
+
+
+_GRANT_BODY = _body(
+    {
+        "properties": {
+            "principal_id": {"type": "string", "description": "user.x, group.x or public.all"},
+            "scope": {"type": "string", "enum": ["viewer", "runner", "editor"]},
+        },
+        "required": ["principal_id", "scope"],
+    }
+)
+_MARKING_BODY = _body(
+    {"properties": {"marking_id": {"type": "string"}}, "required": ["marking_id"]}
+)
 
 
 class AgentVersion(BaseModel):
@@ -112,3 +145,44 @@ async def list_versions(agent_id: str, ctx: Ctx) -> Response:
 @router.get("/{agent_id}/versions/{version}", response_model=AgentResponse)
 async def get_version(agent_id: str, version: int, ctx: Ctx) -> Response:
     return _raw(agent_json(await ctx.svc.agents.version(ctx.who, agent_id, version)))
+
+
+@router.get("/{agent_id}/grants", response_model=GrantList)
+async def list_grants(agent_id: str, ctx: Ctx) -> Response:
+    """Who the agent is shared with, beyond its owners; readable by anyone who can read it."""
+    return JSON({"data": await ctx.svc.agents.grants(ctx.who, agent_id)})
+
+
+@router.post(
+    "/{agent_id}/grants",
+    status_code=201,
+    response_model=Grant,
+    openapi_extra=_GRANT_BODY,
+    responses={
+        200: {"model": Grant, "description": "The principal's scope was changed"},
+        409: {"description": "A concurrent grant to the same principal; retry"},
+    },
+)
+async def add_grant(agent_id: str, request: Request, ctx: Ctx) -> Response:
+    """Grant a scope to a principal (owners and admins); replaces the scope it had."""
+    grant, created = await ctx.svc.agents.grant(ctx.who, agent_id, await json_body(request))
+    return JSON(grant, status_code=201 if created else 200)
+
+
+@router.delete("/{agent_id}/grants/{principal_id}", status_code=204, response_class=Response)
+async def remove_grant(agent_id: str, principal_id: str, ctx: Ctx) -> Response:
+    await ctx.svc.agents.ungrant(ctx.who, agent_id, principal_id)
+    return Response(status_code=204)
+
+
+@router.post("/{agent_id}/markings", response_model=AgentResponse, openapi_extra=_MARKING_BODY)
+async def add_marking(agent_id: str, request: Request, ctx: Ctx) -> Response:
+    """Mark the agent: only an owner who holds the marking may. Returns the agent."""
+    view = await ctx.svc.agents.mark(ctx.who, agent_id, await json_body(request))
+    return _raw(agent_json(view))
+
+
+@router.delete("/{agent_id}/markings/{marking_id}", response_model=AgentResponse)
+async def remove_marking(agent_id: str, marking_id: str, ctx: Ctx) -> Response:
+    """Remove a marking: only an owner who holds it may. Returns the agent."""
+    return _raw(agent_json(await ctx.svc.agents.unmark(ctx.who, agent_id, marking_id)))

@@ -1,0 +1,203 @@
+"""Sharing an agent: its owners, grants and markings. Functions here run inside the caller's
+transaction, after AgentService has asked the access policy; they check the input against the
+principals that exist and write the audit log with the change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from sqlalchemy.exc import IntegrityError
+
+from dhub.access.principal import PUBLIC, Principal
+from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
+from dhub.domain.pointers import join
+from dhub.store import agents as repo
+from dhub.store import audit
+from dhub.store.db import Conn
+from dhub.store.principals import get_group, get_marking, get_user
+
+SCOPES = tuple(repo.SCOPE_RANK)  # viewer, runner, editor
+
+
+async def principal_exists(conn: Conn, principal_id: str) -> bool:
+    """Whether ``principal_id`` names a user, a group or ``public.all``."""
+    if principal_id == PUBLIC:
+        return True
+    kind, _, rest = principal_id.partition(".")
+    if not rest:
+        return False
+    if kind == "user":
+        return await get_user(conn, principal_id) is not None
+    if kind == "group":
+        return await get_group(conn, principal_id) is not None
+    return False
+
+
+def _unknown(loc: str, principal_id: str) -> FieldError:
+    return FieldError(
+        loc,
+        f"No principal '{principal_id}': use the id of an existing user ('user.<name>'), "
+        f"group ('group.<name>') or '{PUBLIC}'.",
+        "unknown_principal",
+    )
+
+
+async def parse_owners(conn: Conn, value: Any) -> tuple[list[str], list[FieldError]]:
+    """The owner ids of a PATCH body's ``owners`` (sorted, without duplicates), and every
+    problem with it."""
+    if not isinstance(value, list):
+        message = '\'owners\' must be a list of principal ids, e.g. ["user.alice", "group.ops"].'
+        return [], [FieldError("/owners", message, "type")]
+    if not value:
+        message = "At least one owner must remain: list the principals who should own it."
+        return [], [FieldError("/owners", message, "last_owner")]
+    errors = []
+    for i, item in enumerate(value):
+        loc = join("owners", i)
+        if not isinstance(item, str):
+            message = (
+                "An owner is a principal id string ('user.<name>', 'group.<name>', 'public.all')."
+            )
+            errors.append(FieldError(loc, message, "type"))
+        elif not await principal_exists(conn, item):
+            errors.append(_unknown(loc, item))
+    return sorted({o for o in value if isinstance(o, str)}), errors
+
+
+async def change_owners(
+    conn: Conn, actor: Principal, agent_id: str, before: list[str], after: list[str]
+) -> None:
+    await repo.replace_owners(conn, agent_id, after)
+    await audit.record(conn, actor.user_id, "agent.owners", agent_id, sorted(before), after)
+
+
+def _body(body: Any, fields: dict[str, str]) -> tuple[dict[str, str], list[FieldError]]:
+    """The string ``fields`` of a JSON object body; ``fields`` maps each name to an example."""
+    if not isinstance(body, dict):
+        return {}, [FieldError("", "The request body must be a JSON object.", "type")]
+    values, errors = {}, []
+    for name, example in fields.items():
+        value = body.get(name)
+        if isinstance(value, str) and value:
+            values[name] = value
+        else:
+            what = "is missing" if name not in body else "must be a non-empty string"
+            errors.append(FieldError(join(name), f"'{name}' {what}, e.g. '{example}'.", "type"))
+    errors.extend(
+        FieldError(join(key), f"Unknown field '{key}'.", "extra_forbidden")
+        for key in body
+        if key not in fields
+    )
+    return values, errors
+
+
+async def add_grant(
+    conn: Conn, actor: Principal, agent_id: str, body: Any
+) -> tuple[dict[str, Any], bool]:
+    """Grant ``body['scope']`` to ``body['principal_id']``, replacing the scope it had; returns
+    the grant and whether it is new."""
+    values, errors = _body(body, {"principal_id": "user.alice", "scope": "viewer"})
+    scope, principal_id = values.get("scope"), values.get("principal_id")
+    if scope is not None and scope not in SCOPES:
+        message = f"'scope' must be one of {', '.join(SCOPES)} (owners are set through PATCH)."
+        errors.append(FieldError("/scope", message, "enum"))
+    if principal_id is not None and not await principal_exists(conn, principal_id):
+        errors.append(_unknown("/principal_id", principal_id))
+    if errors or scope is None or principal_id is None:
+        raise InvalidInput(errors)
+    before = await repo.get_grant(conn, agent_id, principal_id)
+    if before != scope:
+        try:
+            await repo.set_grant(conn, agent_id, principal_id, scope)
+        except IntegrityError as exc:  # PostgreSQL: a concurrent grant to the same principal
+            raise Conflict(
+                f"'{principal_id}' was granted a scope on '{agent_id}' at the same time: retry."
+            ) from exc
+        await audit.record(
+            conn,
+            actor.user_id,
+            "agent.grant",
+            agent_id,
+            {"principal_id": principal_id, "scope": before} if before else None,
+            {"principal_id": principal_id, "scope": scope},
+        )
+    grants = await repo.list_grants(conn, agent_id)
+    grant = next(g for g in grants if g.principal_id == principal_id)
+    return grant_json(grant), before is None
+
+
+async def remove_grant(conn: Conn, actor: Principal, agent_id: str, principal_id: str) -> None:
+    before = await repo.get_grant(conn, agent_id, principal_id)
+    if before is None:
+        raise NotFound(f"Agent '{agent_id}' has no grant to '{principal_id}'.")
+    await repo.delete_grant(conn, agent_id, principal_id)
+    await audit.record(
+        conn,
+        actor.user_id,
+        "agent.ungrant",
+        agent_id,
+        {"principal_id": principal_id, "scope": before},
+        None,
+    )
+
+
+def grant_json(grant: repo.GrantRecord) -> dict[str, Any]:
+    return {
+        "principal_id": grant.principal_id,
+        "type": repo.principal_type(grant.principal_id),
+        "display_name": grant.display_name or repo.display_fallback(grant.principal_id),
+        "scope": grant.scope,
+    }
+
+
+def marking_of(body: Any) -> str:
+    values, errors = _body(body, {"marking_id": "marking.secret"})
+    if errors:
+        raise InvalidInput(errors)
+    return values["marking_id"]
+
+
+async def mark(
+    conn: Conn, actor: Principal, agent_id: str, markings_json: str, marking_id: str
+) -> str:
+    """Add the marking (the caller must hold it); returns the agent's markings as JSON."""
+    # Held first: a 403 that says nothing of whether a marking the caller lacks exists.
+    _require_held(actor, agent_id, marking_id, "add")
+    if await get_marking(conn, marking_id) is None:  # held, but since deleted
+        raise InvalidInput(
+            [
+                FieldError(
+                    "/marking_id",
+                    f"No marking '{marking_id}': GET /api/v1/markings lists them.",
+                    "unknown_marking",
+                )
+            ]
+        )
+    before = orjson.loads(markings_json)
+    if marking_id in before:
+        return markings_json
+    stored = await repo.set_markings(conn, agent_id, [*before, marking_id])
+    await audit.record(conn, actor.user_id, "agent.mark", agent_id, before, orjson.loads(stored))
+    return stored
+
+
+async def unmark(
+    conn: Conn, actor: Principal, agent_id: str, markings_json: str, marking_id: str
+) -> str:
+    """Remove the marking (the caller must hold it); returns the agent's markings as JSON."""
+    before = orjson.loads(markings_json)
+    if marking_id not in before:
+        raise NotFound(f"Agent '{agent_id}' has no marking '{marking_id}'.")
+    _require_held(actor, agent_id, marking_id, "remove")
+    stored = await repo.set_markings(conn, agent_id, [m for m in before if m != marking_id])
+    await audit.record(conn, actor.user_id, "agent.unmark", agent_id, before, orjson.loads(stored))
+    return stored
+
+
+def _require_held(actor: Principal, agent_id: str, marking_id: str, verb: str) -> None:
+    if marking_id not in actor.markings:
+        raise Forbidden(
+            f"Only an owner who holds the marking '{marking_id}' may {verb} it on "
+            f"'{agent_id}'; you hold no marking '{marking_id}' (GET /api/v1/me lists yours)."
+        )
