@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -32,6 +33,8 @@ PUBLIC = [
     "AgentVersion",
     "ApplyAction",
     "ApplyResult",
+    "AuditEntry",
+    "AuditPage",
     "Client",
     "ConfigurationError",
     "Conflict",
@@ -39,10 +42,16 @@ PUBLIC = [
     "DhubClientError",
     "FieldError",
     "Forbidden",
+    "Grant",
+    "Group",
     "InvalidInput",
+    "Marking",
     "NotFound",
     "ServerUnreachable",
+    "ShareScope",
+    "Token",
     "Unauthenticated",
+    "User",
     "ValidationResult",
 ]
 
@@ -185,3 +194,64 @@ def test_from_env_without_a_token_says_how_to_get_one(
 ) -> None:
     with pytest.raises(ConfigurationError, match="DHUB_TOKEN"):
         recording_env_client(monkeypatch, DHUB_DATA_DIR=str(tmp_path))
+
+
+def recording_client() -> tuple[Client, list[httpx.Request]]:
+    """A client whose server answers every call with an empty list page and records it."""
+    seen: list[httpx.Request] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return httpx.Response(200, json={"data": [], "next_cursor": None})
+
+    return Client("http://dhub.test", "tok", transport=httpx.MockTransport(record)), seen
+
+
+def sent(request: httpx.Request) -> tuple[str, str, object]:
+    body = json.loads(request.content) if request.content else None
+    return request.method, request.url.raw_path.decode(), body
+
+
+def test_sharing_calls_follow_the_contract() -> None:
+    api, seen = recording_client()
+    assert api.list_grants("agent.a/b") == []
+    api.grant("agent.a", "group.eng", "runner")
+    api.revoke_grant("agent.a", "group.eng")
+    api.set_owners("agent.a", ["user.a", "group.b"])
+    api.mark_agent("agent.a", "marking.pii")
+    api.unmark_agent("agent.a", "marking.pii")
+    assert [sent(r) for r in seen] == [
+        ("GET", "/api/v1/agents/agent.a%2Fb/grants", None),
+        ("POST", "/api/v1/agents/agent.a/grants", {"principal_id": "group.eng", "scope": "runner"}),
+        ("DELETE", "/api/v1/agents/agent.a/grants/group.eng", None),
+        ("PATCH", "/api/v1/agents/agent.a", {"owners": ["user.a", "group.b"]}),
+        ("POST", "/api/v1/agents/agent.a/markings", {"marking_id": "marking.pii"}),
+        ("DELETE", "/api/v1/agents/agent.a/markings/marking.pii", None),
+    ]
+    assert seen[3].headers["Content-Type"] == "application/merge-patch+json"
+
+
+def test_identity_calls_send_only_what_is_given() -> None:
+    api, seen = recording_client()
+    api.create_user("alice", "Alice")
+    api.create_user("bob", "Bob", email="b@x.io", is_admin=True)
+    api.create_marking("pii")
+    api.create_token("ci", expires_at=datetime(2030, 1, 1, tzinfo=UTC))
+    api.issue_token("user.alice", "laptop", expires_at=1_900_000_000_000)
+    api.list_tokens()
+    api.list_tokens("user.alice")
+    api.audit(actor_id="user.admin", limit=5)
+    assert [sent(r) for r in seen] == [
+        ("POST", "/api/v1/users", {"name": "alice", "display_name": "Alice"}),
+        (
+            "POST",
+            "/api/v1/users",
+            {"name": "bob", "display_name": "Bob", "email": "b@x.io", "is_admin": True},
+        ),
+        ("POST", "/api/v1/markings", {"name": "pii"}),
+        ("POST", "/api/v1/tokens", {"name": "ci", "expires_at": 1_893_456_000_000}),
+        ("POST", "/api/v1/users/user.alice/tokens", {"name": "laptop", "expires_at": 1.9e12}),
+        ("GET", "/api/v1/tokens", None),
+        ("GET", "/api/v1/tokens?user_id=user.alice", None),
+        ("GET", "/api/v1/audit?actor_id=user.admin&limit=5", None),
+    ]

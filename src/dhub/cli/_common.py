@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -154,3 +155,19 @@ def echo_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     for row in [headers, *rows]:
         typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def when(unix_ms: int | None, missing: str = "-") -> str:
+    """A server timestamp (unix ms) as UTC, to the second."""
+    if unix_ms is None:
+        return missing
+    return datetime.fromtimestamp(unix_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def echo_detail(fields: Sequence[tuple[str, str]], lists: Sequence[tuple[str, list[str]]]) -> None:
+    """One object as ``key: value`` lines, then each list under its heading (or ``(none)``)."""
+    width = max(len(k) for k, _ in [*fields, *((k, "") for k, _ in lists)]) + 1
+    for key, value in fields:
+        typer.echo(f"{key + ':':<{width}} {value}".rstrip())
+    for key, items in lists:
+        typer.echo(f"{key + ':':<{width}} {', '.join(items) if items else '(none)'}")

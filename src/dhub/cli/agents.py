@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from dhub.cli import sharing
 from dhub.cli._common import (
     client_from,
     echo_json,
@@ -19,7 +20,7 @@ from dhub.cli._common import (
 )
 from dhub.client import Agent
 
-app = typer.Typer(help="Create, inspect and delete agents.", no_args_is_help=True)
+app = typer.Typer(help="Create, inspect, share and delete agents.", no_args_is_help=True)
 
 MAX_PAGE = 200  # the server's largest page; bigger --limit values just fetch more pages
 
@@ -146,3 +147,7 @@ def validate(ctx: typer.Context, file: FileOption) -> None:
     for error in result.errors:
         typer.echo(error_line(error))
     raise typer.Exit(1)
+
+
+# share, unshare, grants, owners, mark, unmark
+sharing.register(app)

@@ -7,11 +7,18 @@ from typing import Annotated
 
 import typer
 
-from dhub.cli import agents
+from dhub.cli import agents, groups, markings, tokens, users
 from dhub.cli._common import Connection
+from dhub.cli.audit import audit
 
 app = typer.Typer(help="dhub: a self-hosted agent platform.", no_args_is_help=True)
 app.add_typer(agents.app, name="agents")
+app.add_typer(users.app, name="users")
+app.add_typer(groups.app, name="groups")
+app.add_typer(markings.app, name="markings")
+app.add_typer(tokens.app, name="tokens")
+app.command()(users.me)
+app.command()(audit)
 
 
 @app.callback()

@@ -1,4 +1,5 @@
-"""The synchronous dhub client: one method per agent endpoint, plus ``apply_agent``."""
+"""The synchronous dhub client: one method per agent endpoint, plus ``apply_agent``; the
+identity and sharing methods come from ``AccessMixin`` (_access.py)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
-from urllib.parse import quote
 
 import httpx
 
+from dhub.client._access import AccessMixin
 from dhub.client._apply import replacement_patch, strip_read_only
 from dhub.client._config import resolve_token, resolve_url
 from dhub.client._exceptions import (
@@ -19,6 +20,7 @@ from dhub.client._exceptions import (
     error_from_response,
 )
 from dhub.client._models import Agent, AgentPage, AgentVersion, ApplyResult, ValidationResult
+from dhub.client._paths import query, segment
 
 API_PREFIX = "/api/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0)
@@ -28,7 +30,7 @@ Mode = Literal["react", "workflow"]
 InputMode = Literal["chat", "event"]
 
 
-class Client:
+class Client(AccessMixin):
     """A client for one dhub server and one API token.
 
     ``transport`` replaces the network (e.g. ``httpx.MockTransport``); ``http`` replaces the whole
@@ -91,19 +93,19 @@ class Client:
         return self._object("POST", "/agents", json=dict(doc))
 
     def get_agent(self, agent_id: str) -> Agent:
-        return self._object("GET", f"/agents/{_segment(agent_id)}")
+        return self._object("GET", f"/agents/{segment(agent_id)}")
 
     def update_agent(self, agent_id: str, patch: Mapping[str, Any]) -> Agent:
         """Apply an RFC 7396 merge patch: keys set to ``None`` are removed (reset to default)."""
         return self._object(
             "PATCH",
-            f"/agents/{_segment(agent_id)}",
+            f"/agents/{segment(agent_id)}",
             json=dict(patch),
             headers={"Content-Type": "application/merge-patch+json"},
         )
 
     def delete_agent(self, agent_id: str) -> None:
-        self._request("DELETE", f"/agents/{_segment(agent_id)}")
+        self._request("DELETE", f"/agents/{segment(agent_id)}")
 
     def list_agents(
         self,
@@ -119,7 +121,7 @@ class Client:
         cursor: str | None = None,
     ) -> AgentPage:
         """One page of the agents the caller can see, in creation order."""
-        params = _query(
+        params = query(
             q=q,
             tags=list(tags) if tags else None,
             collection_id=collection_id,
@@ -171,7 +173,7 @@ class Client:
         return ValidationResult(valid=bool(body["valid"]), errors=errors)
 
     def agent_versions(self, agent_id: str) -> list[AgentVersion]:
-        body = self._object("GET", f"/agents/{_segment(agent_id)}/versions")
+        body = self._object("GET", f"/agents/{segment(agent_id)}/versions")
         return [
             AgentVersion(int(v["version"]), int(v["created_at"]), str(v["created_by"]))
             for v in body["data"]
@@ -179,7 +181,7 @@ class Client:
 
     def agent_version(self, agent_id: str, version: int) -> Agent:
         """The agent as it was at ``version`` (1 is the document it was created with)."""
-        return self._object("GET", f"/agents/{_segment(agent_id)}/versions/{int(version)}")
+        return self._object("GET", f"/agents/{segment(agent_id)}/versions/{int(version)}")
 
     def find_agent_by_name(self, name: str, folder_id: str | None = None) -> Agent | None:
         """The agent named exactly ``name`` in ``folder_id`` (None: the top level), if any."""
@@ -244,12 +246,3 @@ class Client:
         if response.is_error:
             raise error_from_response(response)
         return response
-
-
-def _segment(value: str) -> str:
-    """An id as one URL path segment (a stray '/' or '?' must not change the route)."""
-    return quote(value, safe="")
-
-
-def _query(**params: Any) -> dict[str, Any]:
-    return {k: v for k, v in params.items() if v is not None}

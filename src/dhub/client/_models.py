@@ -39,3 +39,24 @@ class ApplyResult:
 
     action: ApplyAction
     agent: Agent
+
+
+# Identity and sharing: plain JSON dicts too, named for what they hold. ``User`` carries
+# ``id`` (user.<name>), ``display_name``, ``email``, ``is_admin``; ``me`` adds ``groups`` and
+# ``markings``. ``Group`` and ``Marking`` carry ``members`` when fetched one at a time. A
+# ``Token`` carries its secret under ``token`` only in the response that created it.
+User = dict[str, Any]
+Group = dict[str, Any]
+Marking = dict[str, Any]
+Token = dict[str, Any]
+Grant = dict[str, Any]
+AuditEntry = dict[str, Any]
+ShareScope = Literal["viewer", "runner", "editor"]
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    """One page of ``GET /audit``, newest first; pass ``next_cursor`` back for older entries."""
+
+    data: list[AuditEntry]
+    next_cursor: str | None
