@@ -153,6 +153,9 @@ _GET_AGENT = (
 )
 
 
+_LOCK_AGENT = select(agents.c.id).where(agents.c.id == bindparam("agent_id")).with_for_update()
+
+
 def _rows_to_agents(rows: Sequence[Any]) -> list[AgentRow]:
     """Rows of (agent columns..., grant rank, owner columns...) into one AgentRow per agent,
     agents by id and owners by principal id (sorted here, not in SQL: see _list_statement)."""
@@ -170,7 +173,12 @@ def _rows_to_agents(rows: Sequence[Any]) -> list[AgentRow]:
 
 
 async def get_agent(conn: Conn, agent_id: str, principals: Sequence[str]) -> AgentRow | None:
-    """The agent, its owners and the caller's best grant, in one statement."""
+    """The agent, its owners and the caller's best grant, in one statement. In a write
+    transaction the agent's row is locked first, so concurrent changes to one agent (owners,
+    grants, markings are replaced by delete-then-insert) queue instead of colliding on
+    PostgreSQL; SQLite already serialises writers."""
+    if conn.writing:
+        await conn.execute(_LOCK_AGENT, {"agent_id": agent_id})
     params = {"agent_id": agent_id, "principals": list(principals)}
     found = _rows_to_agents((await conn.execute(_GET_AGENT, params)).all())
     return found[0] if found else None

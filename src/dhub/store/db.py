@@ -47,13 +47,17 @@ class Conn:
     """A connection inside one transaction, whichever engine it came from. ``execute`` returns
     the statement's rows, fully fetched (our statements return small results)."""
 
-    __slots__ = ("_async", "_inline")
+    __slots__ = ("_async", "_inline", "writing")
 
     def __init__(
-        self, async_conn: AsyncConnection | None = None, inline: InlineConnection | None = None
+        self,
+        async_conn: AsyncConnection | None = None,
+        inline: InlineConnection | None = None,
+        writing: bool = False,
     ) -> None:
         self._async = async_conn
         self._inline = inline
+        self.writing = writing  # inside Database.write(): repositories may lock rows
 
     async def execute(
         self,
@@ -118,7 +122,7 @@ class Database:
         async with self.engine.connect() as aconn:
             await aconn.execution_options(**{_WRITE: True})
             async with aconn.begin():
-                yield Conn(async_conn=aconn)
+                yield Conn(async_conn=aconn, writing=True)
 
     async def migrate(self) -> None:
         from dhub.store.migrate import upgrade  # alembic is only needed when migrating
