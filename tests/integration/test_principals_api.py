@@ -6,6 +6,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from tests.conftest import FIXTURES, load_json
+
 API = "/api/v1"
 
 
@@ -170,3 +172,24 @@ def test_audit_records_who_did_what(client: TestClient) -> None:
     )
     assert [e["action"] for e in rest["data"]] == ["group.create"] and rest["next_cursor"] is None
     assert client.get(f"{API}/audit", headers=as_(client, token)).status_code == 403
+
+
+def test_deleting_a_principal_never_orphans_an_agent(client: TestClient) -> None:
+    user(client, "hal")
+    hal = as_(client, token_for(client, "user.hal"))
+    ok(client.post(f"{API}/groups", json={"name": "crew", "display_name": "Crew"}), 201)
+    doc = load_json(FIXTURES / "valid" / "workflow_triage.json")
+    mine = ok(client.post(f"{API}/agents", json=doc, headers=hal), 201)
+    shared = ok(client.post(f"{API}/agents", json={**doc, "name": "shared"}, headers=hal), 201)
+    ok(client.patch(f"{API}/agents/{shared['id']}", json={"owners": ["user.hal", "group.crew"]}))
+    ok(client.post(f"{API}/agents/{mine['id']}/grants", json={"principal_id": "group.crew",
+                                                            "scope": "viewer"}), 201)  # fmt: skip
+
+    refused = client.delete(f"{API}/users/user.hal")
+    assert refused.status_code == 409 and mine["id"] in refused.json()["detail"]
+    assert ok(client.get(f"{API}/users/user.hal"))["id"] == "user.hal"  # nothing changed
+
+    assert client.delete(f"{API}/groups/group.crew").status_code == 204
+    after = ok(client.get(f"{API}/agents/{shared['id']}"))
+    assert [o["id"] for o in after["owners"]] == ["user.hal"]
+    assert ok(client.get(f"{API}/agents/{mine['id']}/grants"))["data"] == []

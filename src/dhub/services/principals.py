@@ -18,6 +18,7 @@ from dhub.access.tokens import Authenticator, generate_token, hash_token
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.pointers import from_validation_error
+from dhub.store import agents as agent_repo
 from dhub.store import audit
 from dhub.store import principals as repo
 from dhub.store import users as user_repo
@@ -95,6 +96,19 @@ def _slug(name: str, prefix: str) -> str:
     return f"{prefix}.{name}"
 
 
+async def _release_resources(conn: Conn, principal_id: str) -> None:
+    """Drop a principal that is being deleted from owners and grants; refuse when it is the
+    last owner of something, which would leave that resource reachable by admins only."""
+    orphans = await agent_repo.solely_owned_by(conn, principal_id)
+    if orphans:
+        raise Conflict(
+            f"'{principal_id}' is the only owner of {', '.join(orphans)}"
+            f"{' and more' if len(orphans) == 5 else ''}: give those another owner first "
+            '(PATCH {"owners": [...]}), or delete them.'
+        )
+    await agent_repo.forget_principal(conn, principal_id)
+
+
 def require_admin(who: Principal) -> None:
     if not who.is_admin:
         raise Forbidden("This needs an admin.")
@@ -150,6 +164,7 @@ class PrincipalService:
             raise Conflict("You cannot delete yourself; ask another admin.")
         async with self.db.write() as conn:
             await self._user(conn, user_id)
+            await _release_resources(conn, user_id)
             await repo.delete_user(conn, user_id)
             await audit.record(conn, who.user_id, "user.delete", user_id)
         self.auth.forget()
@@ -208,6 +223,7 @@ class PrincipalService:
         require_admin(who)
         async with self.db.write() as conn:
             await self._group(conn, group_id)
+            await _release_resources(conn, group_id)
             await repo.delete_group(conn, group_id)
             await audit.record(conn, who.user_id, "group.delete", group_id)
         self.auth.forget()

@@ -510,3 +510,32 @@ async def list_versions(conn: Conn, agent_id: str) -> list[VersionRecord]:
 async def get_version(conn: Conn, agent_id: str, version: int) -> VersionRecord | None:
     row = (await conn.execute(_GET_VERSION, {"agent_id": agent_id, "version": version})).first()
     return VersionRecord(*row) if row else None
+
+
+async def solely_owned_by(conn: Conn, principal_id: str, limit: int = 5) -> list[str]:
+    """Resources whose only owner is ``principal_id`` (deleting it would orphan them)."""
+    others = (
+        select(resource_owners.c.resource_id)
+        .where(
+            resource_owners.c.resource_id == agents.c.id,
+            resource_owners.c.principal_id != principal_id,
+        )
+        .exists()
+    )
+    stmt = (
+        select(agents.c.id)
+        .where(owned_by([principal_id]), ~others)
+        .order_by(agents.c.id)
+        .limit(limit)
+    )
+    return [row[0] for row in await conn.execute(stmt)]
+
+
+async def forget_principal(conn: Conn, principal_id: str) -> None:
+    """Remove a deleted principal from every resource's owners and grants."""
+    await conn.execute(
+        delete(resource_owners).where(resource_owners.c.principal_id == principal_id)
+    )
+    await conn.execute(
+        delete(resource_grants).where(resource_grants.c.principal_id == principal_id)
+    )
