@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-PUBLIC = "public.all"
+from dhub.domain.ids import PUBLIC
+
+__all__ = ["PUBLIC", "Principal"]
 
 
 @dataclass(frozen=True, slots=True)

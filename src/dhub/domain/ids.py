@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import time
 
+PUBLIC = "public.all"  # the principal every authenticated user acts as
+
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
 
 

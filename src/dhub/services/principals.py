@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, EmailStr, Field, ValidationError
 
-from dhub.access.principal import PUBLIC, Principal
+from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator, generate_token, hash_token
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
@@ -233,7 +233,7 @@ class PrincipalService:
         member = parse(Member, body).principal_id
         async with self.db.write() as conn:
             await self._group(conn, group_id)
-            await self._principal_exists(conn, member, allow_public=True)
+            await self._principal_exists(conn, member)
             if member == group_id or member in await repo.groups_of(conn, [group_id]):
                 raise Conflict(
                     f"Adding '{member}' to '{group_id}' would make a cycle: '{group_id}' is "
@@ -259,18 +259,8 @@ class PrincipalService:
             raise NotFound(f"No group with id '{group_id}'.")
         return found
 
-    async def _principal_exists(self, conn: Conn, principal_id: str, allow_public: bool) -> None:
-        if principal_id == PUBLIC and allow_public:
-            return
-        kind = principal_id.split(".", 1)[0]
-        exists = (
-            await repo.get_user(conn, principal_id) is not None
-            if kind == "user"
-            else await repo.get_group(conn, principal_id) is not None
-            if kind == "group"
-            else False
-        )
-        if not exists:
+    async def _principal_exists(self, conn: Conn, principal_id: str) -> None:
+        if not await repo.principal_exists(conn, principal_id):
             raise InvalidInput(
                 [
                     FieldError(
@@ -324,7 +314,7 @@ class PrincipalService:
         async with self.db.write() as conn:
             if await repo.get_marking(conn, marking_id) is None:
                 raise NotFound(f"No marking with id '{marking_id}'.")
-            await self._principal_exists(conn, member, allow_public=True)
+            await self._principal_exists(conn, member)
             if await repo.add_marking_member(conn, marking_id, member):
                 await audit.record(
                     conn, who.user_id, "marking.member.add", marking_id, after=member

@@ -15,23 +15,9 @@ from dhub.domain.pointers import join
 from dhub.store import agents as repo
 from dhub.store import audit
 from dhub.store.db import Conn
-from dhub.store.principals import get_group, get_marking, get_user
+from dhub.store.principals import get_marking, principal_exists
 
 SCOPES = tuple(repo.SCOPE_RANK)  # viewer, runner, editor
-
-
-async def principal_exists(conn: Conn, principal_id: str) -> bool:
-    """Whether ``principal_id`` names a user, a group or ``public.all``."""
-    if principal_id == PUBLIC:
-        return True
-    kind, _, rest = principal_id.partition(".")
-    if not rest:
-        return False
-    if kind == "user":
-        return await get_user(conn, principal_id) is not None
-    if kind == "group":
-        return await get_group(conn, principal_id) is not None
-    return False
 
 
 def _unknown(loc: str, principal_id: str) -> FieldError:

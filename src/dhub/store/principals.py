@@ -8,6 +8,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, delete, insert, literal, select, update
 
+from dhub.domain.ids import PUBLIC
 from dhub.store.db import Conn
 from dhub.store.tables import group_members, groups, marking_members, markings, users
 
@@ -72,6 +73,18 @@ async def groups_of(conn: Conn, member_ids: Sequence[str]) -> set[str]:
 async def held_markings(conn: Conn, principal_ids: Sequence[str]) -> set[str]:
     rows = await conn.execute(_HELD_MARKINGS, {"principals": list(principal_ids)})
     return {row[0] for row in rows}
+
+
+async def principal_exists(conn: Conn, principal_id: str) -> bool:
+    """Whether ``principal_id`` names a user, a group or ``public.all``."""
+    if principal_id == PUBLIC:
+        return True
+    kind, _, rest = principal_id.partition(".")
+    if kind == "user" and rest:
+        return await get_user(conn, principal_id) is not None
+    if kind == "group" and rest:
+        return await get_group(conn, principal_id) is not None
+    return False
 
 
 async def get_user(conn: Conn, user_id: str) -> UserRecord | None:
