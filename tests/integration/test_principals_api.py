@@ -193,3 +193,11 @@ def test_deleting_a_principal_never_orphans_an_agent(client: TestClient) -> None
     after = ok(client.get(f"{API}/agents/{shared['id']}"))
     assert [o["id"] for o in after["owners"]] == ["user.hal"]
     assert ok(client.get(f"{API}/agents/{mine['id']}/grants"))["data"] == []
+
+
+def test_required_profile_fields_cannot_be_nulled(client: TestClient) -> None:
+    user(client, "ivy")
+    refused = client.patch(f"{API}/users/user.ivy", json={"display_name": None, "is_admin": None})
+    assert refused.status_code == 422
+    assert {e["loc"] for e in refused.json()["errors"]} == {"/display_name", "/is_admin"}
+    assert ok(client.get(f"{API}/users/user.ivy"))["display_name"] == "Ivy"

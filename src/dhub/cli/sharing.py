@@ -73,7 +73,9 @@ def owners(
     agent_id: AgentArgument,
     principals: Annotated[
         list[str],
-        typer.Argument(metavar="PRINCIPAL...", help="Every owner: user and group ids."),
+        typer.Argument(
+            metavar="PRINCIPAL...", help="Every owner: user and group ids, or public.all."
+        ),
     ],
 ) -> None:
     """Make exactly these users and groups the agent's owners."""

@@ -145,6 +145,14 @@ class PrincipalService:
 
     async def update_user(self, who: Principal, user_id: str, body: Any) -> dict[str, Any]:
         changes = parse(UserChanges, body).model_dump(exclude_unset=True)
+        required = [k for k in ("display_name", "is_admin") if k in changes and changes[k] is None]
+        if required:
+            raise InvalidInput(
+                [
+                    FieldError(f"/{k}", f"'{k}' cannot be null: give a value.", "null")
+                    for k in required
+                ]
+            )
         if not who.is_admin and (user_id != who.user_id or "is_admin" in changes):
             raise Forbidden("Only an admin may change another user, or who is an admin.")
         async with self.db.write() as conn:
@@ -320,7 +328,7 @@ class PrincipalService:
                     conn, who.user_id, "marking.member.add", marking_id, after=member
                 )
         self.auth.forget()
-        return await self.get_marking(who, marking_id) if who.is_admin else {}
+        return await self.get_marking(who, marking_id)
 
     async def remove_marking_member(self, who: Principal, marking_id: str, member: str) -> None:
         require_admin(who)
