@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from dhub.store import agents as repo
+from dhub.store import sharing as shares
 from dhub.store import users
 from dhub.store.db import Database, normalize_url
 
@@ -62,7 +63,7 @@ async def test_insert_get_update_delete(db: Database) -> None:
         await repo.insert_agent(conn, row("agent.1", "one", document='{"a": 1}'))
         await repo.insert_version(conn, "agent.1", 1, '{"a": 1}', "user.admin", 1)
         await repo.set_tags(conn, "agent.1", ["x", "y", "x"])
-        await repo.add_owners(conn, "agent.1", ["user.admin", "group.ops"])
+        await shares.add_owners(conn, "agent.1", ["user.admin", "group.ops"])
     async with db.read() as conn:
         found = await repo.get_agent(conn, "agent.1", ["user.x"])
         assert found is not None
@@ -128,7 +129,7 @@ async def test_list_filters_visibility_and_pages(db: Database) -> None:
             await repo.insert_agent(
                 conn, row(f"agent.{i}", f"n{i}", mode=mode, description=f"about {i}%")
             )
-            await repo.add_owners(conn, f"agent.{i}", [owner_of(f"agent.{i}")])
+            await shares.add_owners(conn, f"agent.{i}", [owner_of(f"agent.{i}")])
             await repo.set_tags(conn, f"agent.{i}", ["all", *(["even"] if i % 2 == 0 else [])])
     everything = repo.AgentFilter()
     async with db.read() as conn:
@@ -205,3 +206,45 @@ async def test_snapshot_reads_do_not_see_later_commits(db: Database) -> None:
         assert await repo.find_by_name(snap, None, "after") is None
     async with db.read() as fresh:
         assert await repo.find_by_name(fresh, None, "after") == "agent.1"
+
+
+async def test_reach_cache_is_never_stale(db: Database) -> None:
+    cache = shares.ReachCache()
+    async with db.write() as conn:
+        for i in range(3):
+            await repo.insert_agent(conn, row(f"agent.{i}", f"n{i}"))
+        await shares.add_owners(conn, "agent.0", ["user.a"])
+        await shares.set_grant(conn, "agent.1", "group.g", "viewer")
+    async with db.read(snapshot=True) as conn:
+        first = await cache.get(conn, ["group.g", "user.a"], [])
+        assert (first.ids, first.grants) == (["agent.0", "agent.1"], {"agent.1": "viewer"})
+    async with db.write() as conn:  # every owner or grant change moves the epoch on
+        await shares.delete_grant(conn, "agent.1", "group.g")
+        await shares.set_grant(conn, "agent.2", "user.a", "editor")
+    async with db.read(snapshot=True) as conn:
+        assert (await cache.get(conn, ["group.g", "user.a"], [])).ids == ["agent.0", "agent.2"]
+        visible = repo.Visibility(("group.g", "user.a"), restricted=True, held_markings=())
+        reach = await cache.get(conn, visible.principals, [])
+        page = await repo.list_agents(conn, repo.AgentFilter(), visible, None, 10, reach)
+        assert [(r.record.id, r.grant) for r in page] == [("agent.0", None), ("agent.2", "editor")]
+        after = await repo.list_agents(conn, repo.AgentFilter(), visible, "agent.0", 10, reach)
+        assert [r.record.id for r in after] == ["agent.2"]
+    async with db.write() as conn:
+        await repo.delete_agent(conn, "agent.0")
+    async with db.read(snapshot=True) as conn:
+        assert (await cache.get(conn, ["group.g", "user.a"], [])).ids == ["agent.2"]
+
+
+async def test_reach_leaves_out_markings_not_held(db: Database) -> None:
+    cache = shares.ReachCache()
+    async with db.write() as conn:
+        for i in range(2):
+            await repo.insert_agent(conn, row(f"agent.{i}", f"n{i}"))
+            await shares.add_owners(conn, f"agent.{i}", ["user.a"])
+    async with db.read(snapshot=True) as conn:
+        assert (await cache.get(conn, ["user.a"], [])).ids == ["agent.0", "agent.1"]
+    async with db.write() as conn:  # marking moves the epoch on too
+        await shares.set_markings(conn, "agent.1", ["marking.m"])
+    async with db.read(snapshot=True) as conn:
+        assert (await cache.get(conn, ["user.a"], [])).ids == ["agent.0"]
+        assert (await cache.get(conn, ["user.a"], ["marking.m"])).ids == ["agent.0", "agent.1"]

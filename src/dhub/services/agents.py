@@ -21,6 +21,7 @@ from dhub.engine.validate import collect_errors, validate_agent_document
 from dhub.services import sharing
 from dhub.store import agents as repo
 from dhub.store import audit
+from dhub.store import sharing as shares
 from dhub.store.db import Conn, Database
 
 
@@ -70,6 +71,7 @@ def decode_cursor(cursor: str) -> str:
 class AgentService:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._reach = shares.ReachCache()
 
     async def create(self, principal: Principal, doc: Any) -> AgentView:
         spec = validate_agent_document(doc)
@@ -109,7 +111,7 @@ class AgentService:
             raise _name_conflict(spec, None) from exc
         await repo.insert_version(conn, agent_id, 1, document, principal.user_id, now)
         await repo.set_tags(conn, agent_id, spec.tags or [])
-        await repo.add_owners(conn, agent_id, [principal.user_id])
+        await shares.add_owners(conn, agent_id, [principal.user_id])
         await audit.record(conn, principal.user_id, "agent.create", agent_id, None, 1)
 
     async def _check_name_free(self, conn: Conn, spec: AgentSpec, agent_id: str | None) -> None:
@@ -139,10 +141,13 @@ class AgentService:
         self, principal: Principal, flt: repo.AgentFilter, limit: int, cursor: str | None
     ) -> Page:
         after = decode_cursor(cursor) if cursor else None
-        async with self.db.read() as conn:
-            found = await repo.list_agents(
-                conn, flt, policy.visible_agents(principal), after, limit + 1
-            )
+        visible = policy.visible_agents(principal)
+        async with self.db.read(snapshot=visible.restricted) as conn:
+            reach = None
+            if visible.restricted:
+                held = visible.held_markings or ()
+                reach = await self._reach.get(conn, visible.principals, held)
+            found = await repo.list_agents(conn, flt, visible, after, limit + 1, reach)
         data = []
         for row in found[:limit]:  # the SQL filter already left only what the caller may see
             owner_ids = [o["id"] for o in row.owners]
@@ -231,7 +236,7 @@ class AgentService:
         """The agent's grants; anyone who may read the agent may read who it is shared with."""
         async with self.db.read(snapshot=True) as conn:
             await self._load(conn, principal, agent_id, "read")
-            rows = await repo.list_grants(conn, agent_id)
+            rows = await shares.list_grants(conn, agent_id)
         return [sharing.grant_json(g) for g in rows]
 
     async def grant(

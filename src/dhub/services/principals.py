@@ -18,9 +18,9 @@ from dhub.access.tokens import Authenticator, generate_token, hash_token
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.pointers import from_validation_error
-from dhub.store import agents as agent_repo
 from dhub.store import audit
 from dhub.store import principals as repo
+from dhub.store import sharing as shares
 from dhub.store import users as user_repo
 from dhub.store.db import Conn, Database
 
@@ -99,14 +99,14 @@ def _slug(name: str, prefix: str) -> str:
 async def _release_resources(conn: Conn, principal_id: str) -> None:
     """Drop a principal that is being deleted from owners and grants; refuse when it is the
     last owner of something, which would leave that resource reachable by admins only."""
-    orphans = await agent_repo.solely_owned_by(conn, principal_id)
+    orphans = await shares.solely_owned_by(conn, principal_id)
     if orphans:
         raise Conflict(
             f"'{principal_id}' is the only owner of {', '.join(orphans)}"
             f"{' and more' if len(orphans) == 5 else ''}: give those another owner first "
             '(PATCH {"owners": [...]}), or delete them.'
         )
-    await agent_repo.forget_principal(conn, principal_id)
+    await shares.forget_principal(conn, principal_id)
 
 
 def require_admin(who: Principal) -> None:

@@ -14,6 +14,7 @@ from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, No
 from dhub.domain.pointers import join
 from dhub.store import agents as repo
 from dhub.store import audit
+from dhub.store import sharing as shares
 from dhub.store.db import Conn
 from dhub.store.principals import get_marking, principal_exists
 
@@ -54,7 +55,7 @@ async def parse_owners(conn: Conn, value: Any) -> tuple[list[str], list[FieldErr
 async def change_owners(
     conn: Conn, actor: Principal, agent_id: str, before: list[str], after: list[str]
 ) -> None:
-    await repo.replace_owners(conn, agent_id, after)
+    await shares.replace_owners(conn, agent_id, after)
     await audit.record(conn, actor.user_id, "agent.owners", agent_id, sorted(before), after)
 
 
@@ -92,10 +93,10 @@ async def add_grant(
         errors.append(_unknown("/principal_id", principal_id))
     if errors or scope is None or principal_id is None:
         raise InvalidInput(errors)
-    before = await repo.get_grant(conn, agent_id, principal_id)
+    before = await shares.get_grant(conn, agent_id, principal_id)
     if before != scope:
         try:
-            await repo.set_grant(conn, agent_id, principal_id, scope)
+            await shares.set_grant(conn, agent_id, principal_id, scope)
         except IntegrityError as exc:  # PostgreSQL: a concurrent grant to the same principal
             raise Conflict(
                 f"'{principal_id}' was granted a scope on '{agent_id}' at the same time: retry."
@@ -108,16 +109,16 @@ async def add_grant(
             {"principal_id": principal_id, "scope": before} if before else None,
             {"principal_id": principal_id, "scope": scope},
         )
-    grants = await repo.list_grants(conn, agent_id)
+    grants = await shares.list_grants(conn, agent_id)
     grant = next(g for g in grants if g.principal_id == principal_id)
     return grant_json(grant), before is None
 
 
 async def remove_grant(conn: Conn, actor: Principal, agent_id: str, principal_id: str) -> None:
-    before = await repo.get_grant(conn, agent_id, principal_id)
+    before = await shares.get_grant(conn, agent_id, principal_id)
     if before is None:
         raise NotFound(f"Agent '{agent_id}' has no grant to '{principal_id}'.")
-    await repo.delete_grant(conn, agent_id, principal_id)
+    await shares.delete_grant(conn, agent_id, principal_id)
     await audit.record(
         conn,
         actor.user_id,
@@ -128,7 +129,7 @@ async def remove_grant(conn: Conn, actor: Principal, agent_id: str, principal_id
     )
 
 
-def grant_json(grant: repo.GrantRecord) -> dict[str, Any]:
+def grant_json(grant: shares.GrantRecord) -> dict[str, Any]:
     return {
         "principal_id": grant.principal_id,
         "type": repo.principal_type(grant.principal_id),
@@ -163,7 +164,7 @@ async def mark(
     before = orjson.loads(markings_json)
     if marking_id in before:
         return markings_json
-    stored = await repo.set_markings(conn, agent_id, [*before, marking_id])
+    stored = await shares.set_markings(conn, agent_id, [*before, marking_id])
     await audit.record(conn, actor.user_id, "agent.mark", agent_id, before, orjson.loads(stored))
     return stored
 
@@ -176,7 +177,7 @@ async def unmark(
     if marking_id not in before:
         raise NotFound(f"Agent '{agent_id}' has no marking '{marking_id}'.")
     _require_held(actor, agent_id, marking_id, "remove")
-    stored = await repo.set_markings(conn, agent_id, [m for m in before if m != marking_id])
+    stored = await shares.set_markings(conn, agent_id, [m for m in before if m != marking_id])
     await audit.record(conn, actor.user_id, "agent.unmark", agent_id, before, orjson.loads(stored))
     return stored
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
@@ -18,12 +19,13 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    null,
     or_,
     select,
-    union_all,
     update,
 )
 
+from dhub.store import sharing
 from dhub.store.db import Conn
 from dhub.store.tables import (
     agent_versions,
@@ -108,6 +110,7 @@ async def delete_agent(conn: Conn, agent_id: str) -> None:
     await conn.execute(delete(resource_tags).where(resource_tags.c.resource_id == agent_id))
     await conn.execute(delete(resource_owners).where(resource_owners.c.resource_id == agent_id))
     await conn.execute(delete(resource_grants).where(resource_grants.c.resource_id == agent_id))
+    await sharing.bump_epoch(conn)
     await conn.execute(delete(resource_markings).where(resource_markings.c.resource_id == agent_id))
     await conn.execute(delete(agents).where(agents.c.id == agent_id))
 
@@ -273,9 +276,8 @@ def _list_statement(shape: _Shape) -> Select[Any]:
         .exists()
         for i in range(shape.tags)
     )
-    principals: BindParameter[Any] = bindparam("principals", expanding=True)
     if shape.restricted:
-        conds.append(agents.c.id.in_(_reachable_through(principals, shape.after)))
+        conds.append(agents.c.id.in_(bindparam("candidates", expanding=True)))
     if shape.marked:
         conds.append(_markings_held(bindparam("held", expanding=True)))
     if shape.after:
@@ -289,33 +291,48 @@ def _list_statement(shape: _Shape) -> Select[Any]:
     )
     # No ORDER BY here: sorting the joined rows made SQLite copy every document into a
     # temporary b-tree; _rows_to_agents orders the (few) rows in Python instead.
-    return select(*page.c, _grant_rank(page.c.id), *_OWNER_COLUMNS).select_from(
-        _with_owners(page, page.c.id)
-    )
+    # A restricted caller's grants come from its Reach; only unrestricted (admin) pages ask.
+    grant = null() if shape.restricted else _grant_rank(page.c.id)
+    return select(*page.c, grant, *_OWNER_COLUMNS).select_from(_with_owners(page, page.c.id))
 
 
 async def list_agents(
-    conn: Conn, flt: AgentFilter, visible: Visibility, after_id: str | None, limit: int
+    conn: Conn,
+    flt: AgentFilter,
+    visible: Visibility,
+    after_id: str | None,
+    limit: int,
+    reach: sharing.Reach | None = None,
 ) -> list[AgentRow]:
     """A page ordered by id (creation order), each agent with its owners and the caller's best
-    grant, in one statement; ``after_id`` is the last id of the previous page."""
-    shape, values = _shape_and_values(flt, visible, after_id, limit)
-    return _rows_to_agents((await conn.execute(_list_statement(shape), values)).all())
+    grant; ``after_id`` is the last id of the previous page.
 
-
-def _reachable_through(principals: BindParameter[Any], after: bool) -> Any:
-    """Ids of the resources owned by or granted to any of ``principals``, as one set.
-
-    Driving the list from this set (the principal-first indexes) instead of testing EXISTS per
-    agent matters for callers in many groups: each EXISTS probed every principal for every
-    agent scanned (bench/access_list.py: 17x slower than an unchecked page before this)."""
-    owned = select(resource_owners.c.resource_id).where(
-        resource_owners.c.principal_id.in_(principals)
-    )
-    granted = select(resource_grants.c.resource_id).where(
-        resource_grants.c.principal_id.in_(principals)
-    )
-    return union_all(owned, granted)  # IN () ignores duplicates: no need to sort them away
+    A restricted caller's page is read from ``reach`` (the sorted ids its principals own or
+    were granted, and their grants; sharing.ReachCache) in growing windows after the cursor, so
+    a page touches about as many agents as it returns, however many the caller can reach."""
+    if not visible.restricted:
+        shape, values = _shape_and_values(flt, visible, after_id, limit)
+        return _rows_to_agents((await conn.execute(_list_statement(shape), values)).all())
+    if reach is None:
+        reach = await sharing.reach_of(conn, visible.principals, visible.held_markings or ())
+    # The reach already left out agents with markings the caller does not hold.
+    visible = dataclasses.replace(visible, held_markings=None)
+    ids = reach.ids
+    start = bisect.bisect_right(ids, after_id) if after_id is not None else 0
+    found: list[AgentRow] = []
+    window = limit
+    while start < len(ids) and len(found) < limit:
+        chunk = ids[start : start + window]
+        shape, values = _shape_and_values(flt, visible, None, limit - len(found))
+        values["candidates"] = list(chunk)
+        rows = (await conn.execute(_list_statement(shape), values)).all()
+        found += [
+            dataclasses.replace(r, grant=reach.grants.get(r.record.id))
+            for r in _rows_to_agents(rows)
+        ]
+        start += len(chunk)
+        window *= 2  # filters left too few: look further, in fewer rounds
+    return found[:limit]
 
 
 def granted_to(principal_ids: Sequence[str] | BindParameter[Any]) -> ColumnElement[bool]:
@@ -361,94 +378,6 @@ async def set_tags(conn: Conn, resource_id: str, tags: Sequence[str]) -> None:
         await conn.execute(
             insert(resource_tags), [{"resource_id": resource_id, "tag": t} for t in unique]
         )
-
-
-async def add_owners(conn: Conn, resource_id: str, principals: Sequence[str]) -> None:
-    await conn.execute(
-        insert(resource_owners),
-        [{"resource_id": resource_id, "principal_id": p} for p in principals],
-    )
-
-
-async def replace_owners(conn: Conn, resource_id: str, principals: Sequence[str]) -> None:
-    """Make ``principals`` the resource's owners (the service checks at least one remains)."""
-    await conn.execute(delete(resource_owners).where(resource_owners.c.resource_id == resource_id))
-    await add_owners(conn, resource_id, principals)
-
-
-@dataclass(frozen=True, slots=True)
-class GrantRecord:
-    principal_id: str
-    scope: str
-    display_name: str | None  # the user's or group's, when the principal is one
-
-
-_LIST_GRANTS = (
-    select(
-        resource_grants.c.principal_id,
-        resource_grants.c.scope,
-        func.coalesce(users.c.display_name, groups.c.display_name),
-    )
-    .select_from(
-        resource_grants.outerjoin(users, users.c.id == resource_grants.c.principal_id).outerjoin(
-            groups, groups.c.id == resource_grants.c.principal_id
-        )
-    )
-    .where(resource_grants.c.resource_id == bindparam("resource_id"))
-    .order_by(resource_grants.c.principal_id)
-)
-_GET_GRANT = select(resource_grants.c.scope).where(
-    resource_grants.c.resource_id == bindparam("resource_id"),
-    resource_grants.c.principal_id == bindparam("principal_id"),
-)
-
-
-async def list_grants(conn: Conn, resource_id: str) -> list[GrantRecord]:
-    """The resource's grants, by principal id."""
-    rows = await conn.execute(_LIST_GRANTS, {"resource_id": resource_id})
-    return [GrantRecord(*r) for r in rows]
-
-
-async def get_grant(conn: Conn, resource_id: str, principal_id: str) -> str | None:
-    """The scope granted to exactly ``principal_id`` (not through groups), if any."""
-    params = {"resource_id": resource_id, "principal_id": principal_id}
-    scope: str | None = (await conn.execute(_GET_GRANT, params)).scalar()
-    return scope
-
-
-async def set_grant(conn: Conn, resource_id: str, principal_id: str, scope: str) -> None:
-    """Grant ``scope``, replacing any scope the principal had (one grant per principal)."""
-    await delete_grant(conn, resource_id, principal_id)
-    await conn.execute(
-        insert(resource_grants).values(
-            resource_id=resource_id, principal_id=principal_id, scope=scope
-        )
-    )
-
-
-async def delete_grant(conn: Conn, resource_id: str, principal_id: str) -> None:
-    await conn.execute(
-        delete(resource_grants).where(
-            resource_grants.c.resource_id == resource_id,
-            resource_grants.c.principal_id == principal_id,
-        )
-    )
-
-
-async def set_markings(conn: Conn, agent_id: str, marking_ids: Sequence[str]) -> str:
-    """Make ``marking_ids`` the agent's markings, in resource_markings (which lists filter on)
-    and in agents.markings (the sorted JSON list responses render), in the caller's
-    transaction; returns that JSON."""
-    unique = sorted(set(marking_ids))
-    await conn.execute(delete(resource_markings).where(resource_markings.c.resource_id == agent_id))
-    if unique:
-        await conn.execute(
-            insert(resource_markings),
-            [{"resource_id": agent_id, "marking_id": m} for m in unique],
-        )
-    stored = orjson.dumps(unique).decode()
-    await conn.execute(update(agents).where(agents.c.id == agent_id).values(markings=stored))
-    return stored
 
 
 _DISPLAY_FALLBACK = {"public.all": "All users"}
@@ -536,32 +465,3 @@ async def list_versions(conn: Conn, agent_id: str) -> list[VersionRecord]:
 async def get_version(conn: Conn, agent_id: str, version: int) -> VersionRecord | None:
     row = (await conn.execute(_GET_VERSION, {"agent_id": agent_id, "version": version})).first()
     return VersionRecord(*row) if row else None
-
-
-async def solely_owned_by(conn: Conn, principal_id: str, limit: int = 5) -> list[str]:
-    """Resources whose only owner is ``principal_id`` (deleting it would orphan them)."""
-    others = (
-        select(resource_owners.c.resource_id)
-        .where(
-            resource_owners.c.resource_id == agents.c.id,
-            resource_owners.c.principal_id != principal_id,
-        )
-        .exists()
-    )
-    stmt = (
-        select(agents.c.id)
-        .where(owned_by([principal_id]), ~others)
-        .order_by(agents.c.id)
-        .limit(limit)
-    )
-    return [row[0] for row in await conn.execute(stmt)]
-
-
-async def forget_principal(conn: Conn, principal_id: str) -> None:
-    """Remove a deleted principal from every resource's owners and grants."""
-    await conn.execute(
-        delete(resource_owners).where(resource_owners.c.principal_id == principal_id)
-    )
-    await conn.execute(
-        delete(resource_grants).where(resource_grants.c.principal_id == principal_id)
-    )

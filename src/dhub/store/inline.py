@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
-from sqlalchemy.sql import Select
+from sqlalchemy.sql import CompoundSelect, Select
 from sqlalchemy.sql.base import Executable
 
 _Processor = Callable[[Any], Any]
@@ -116,7 +116,7 @@ class InlineReader:
         return found
 
     def _compile(self, statement: Executable) -> _Compiled:
-        if not isinstance(statement, Select):
+        if not isinstance(statement, Select | CompoundSelect):
             raise TypeError("inline reads run SELECT statements only")
         compiled = statement.compile(dialect=self._dialect)
         binds = compiled.binds

@@ -160,3 +160,12 @@ audit_log = Table(
     Index("ix_audit_log_target", "target_id", "id"),
     Index("ix_audit_log_actor", "actor_id", "id"),
 )
+
+# One row (id 1): bumped with every change to owners or grants, in the same transaction, so
+# what a set of principals can reach may be cached under (principals, epoch).
+access_epoch = Table(
+    "access_epoch",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("epoch", BigInteger, nullable=False),
+)
