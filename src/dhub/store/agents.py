@@ -326,9 +326,9 @@ async def list_agents(
         shape, values = _shape_and_values(flt, visible, None, limit - len(found))
         values["candidates"] = list(chunk)
         rows = (await conn.execute(_list_statement(shape), values)).all()
+        grants = reach.grants
         found += [
-            dataclasses.replace(r, grant=reach.grants.get(r.record.id))
-            for r in _rows_to_agents(rows)
+            AgentRow(r.record, r.owners, grants.get(r.record.id)) for r in _rows_to_agents(rows)
         ]
         start += len(chunk)
         window *= 2  # filters left too few: look further, in fewer rounds
