@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from dhub.store import agents as repo
+from dhub.store import principals, users
 from dhub.store import sharing as shares
-from dhub.store import users
 from dhub.store.db import Database, normalize_url
 
 
@@ -183,7 +183,7 @@ async def test_users_and_tokens(db: Database) -> None:
         assert owner is not None
         assert (owner.user_id, owner.is_admin, owner.expires_at) == ("user.x", False, 5)
         assert await users.find_token(conn, "nope") is None
-        assert await users.user_exists(conn, "user.x")
+        assert await principals.get_user(conn, "user.x") is not None
         assert await users.token_exists(conn, "h" * 64)
 
 

@@ -92,10 +92,6 @@ def folder_key(folder_id: str | None) -> str:
     return folder_id or ""
 
 
-def _record(row: Any) -> AgentRecord:
-    return AgentRecord(*row)
-
-
 async def insert_agent(conn: Conn, values: dict[str, Any]) -> None:
     await conn.execute(insert(agents).values(values))
 
@@ -335,18 +331,6 @@ async def list_agents(
     return found[:limit]
 
 
-def granted_to(principal_ids: Sequence[str] | BindParameter[Any]) -> ColumnElement[bool]:
-    """Agents with a grant to any of ``principal_ids``."""
-    return (
-        select(resource_grants.c.resource_id)
-        .where(
-            resource_grants.c.resource_id == agents.c.id,
-            resource_grants.c.principal_id.in_(principal_ids),
-        )
-        .exists()
-    )
-
-
 def _markings_held(held: BindParameter[Any]) -> ColumnElement[bool]:
     """Agents carrying no marking outside ``held``."""
     return ~(
@@ -354,18 +338,6 @@ def _markings_held(held: BindParameter[Any]) -> ColumnElement[bool]:
         .where(
             resource_markings.c.resource_id == agents.c.id,
             resource_markings.c.marking_id.not_in(held),
-        )
-        .exists()
-    )
-
-
-def owned_by(principal_ids: Sequence[str] | BindParameter[Any]) -> ColumnElement[bool]:
-    """Agents owned by any of ``principal_ids`` (an SQL condition for list filtering)."""
-    return (
-        select(resource_owners.c.resource_id)
-        .where(
-            resource_owners.c.resource_id == agents.c.id,
-            resource_owners.c.principal_id.in_(principal_ids),
         )
         .exists()
     )

@@ -28,10 +28,6 @@ async def insert_user(conn: Conn, values: dict[str, Any]) -> None:
     await conn.execute(insert(users).values(values))
 
 
-async def user_exists(conn: Conn, user_id: str) -> bool:
-    return (await conn.execute(select(users.c.id).where(users.c.id == user_id))).first() is not None
-
-
 async def insert_token(conn: Conn, values: dict[str, Any]) -> None:
     await conn.execute(insert(tokens).values(values))
 
