@@ -56,6 +56,7 @@ def check_workflow(doc: dict[str, Any]) -> list[FieldError]:
     starts = _check_start_and_end(nodes, graph, errors)
     _collect_containers(nodes, graph, errors)
     _collect_handlers(nodes, graph, errors)
+    _check_handler_scopes(nodes, graph, errors)
     _collect_edges(doc.get("edges"), graph, errors)
     if len(starts) == 1:
         _check_cycles(starts[0], graph, errors)
@@ -271,6 +272,34 @@ def _check_handler_fallback(
             )
         else:
             graph.fallbacks[node_id] = fallback
+
+
+def _check_handler_scopes(nodes: list[Any], graph: _Graph, errors: list[FieldError]) -> None:
+    """A handler, its target and its fallback live in the same scope (top level, loop body or
+    parallel branch): a failure cannot jump into or out of one."""
+    for handler, fallback in graph.fallbacks.items():
+        target = next((t for t, hs in graph.handlers.items() if handler in hs), None)
+        if target is not None and graph.container.get(fallback) != graph.container.get(target):
+            errors.append(
+                FieldError(
+                    join("nodes", graph.index[handler], "config", "fallback_node_id"),
+                    f"The fallback '{fallback}' must be in the same loop body or parallel branch "
+                    f"as '{target}', the node it stands in for.",
+                    "fallback_crosses_container",
+                )
+            )
+    for target, handlers in graph.handlers.items():
+        for handler in handlers:
+            if graph.container.get(handler) != graph.container.get(target):
+                where = graph.container.get(target) or "the top level"
+                errors.append(
+                    FieldError(
+                        join("nodes", graph.index[handler], "config", "target_node_id"),
+                        f"An error handler sits where its target is: list '{handler}' in "
+                        f"{where!r} too, beside '{target}'.",
+                        "handler_crosses_container",
+                    )
+                )
 
 
 def _collect_edges(edges: Any, graph: _Graph, errors: list[FieldError]) -> None:

@@ -1,0 +1,158 @@
+"""Compile an agent document into an immutable graph the stepper walks (DESIGN.md 3.2).
+
+The document is validated once, here, with the same checks as the API; the compiled graph then
+answers the stepper's questions without searching: each scope (the top level, a loop body, a
+parallel branch) with its entry nodes, each node's outgoing and incoming links, and the error
+handler that guards it.
+
+A handler's fallback is wired in as a *failure link* from the guarded node to the fallback
+node: taken when the guarded node fails for good, not taken when it succeeds. Joins and
+dead-path elimination then treat it like any other link, so a fallback that is not needed is
+skipped, and a node joining the normal and the fallback paths runs exactly once either way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Literal
+
+from dhub.domain.agent import AgentSpec
+from dhub.domain.nodes import (
+    ErrorHandlerWorkflowNode,
+    LoopWorkflowNode,
+    ParallelWorkflowNode,
+    WorkflowNode,
+)
+from dhub.engine.validate import validate_agent_document
+
+ROOT = ""  # the id of the top-level scope
+LinkKind = Literal["edge", "failure"]
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A way control flows from ``source`` to ``target``: a document edge (``index`` is its
+    position in ``edges``, ``condition`` its expression, if any) or a failure link."""
+
+    source: str
+    target: str
+    kind: LinkKind = "edge"
+    index: int | None = None
+    condition: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """A sub-graph run as a unit: the top level, one loop body or one parallel branch."""
+
+    id: str
+    node_ids: tuple[str, ...]
+    entries: tuple[str, ...]  # nodes with no incoming link inside the scope
+
+
+@dataclass(frozen=True)
+class CompiledGraph:
+    spec: AgentSpec
+    nodes: MappingProxyType[str, WorkflowNode]
+    order: tuple[str, ...]  # document order: the deterministic order of everything
+    scopes: MappingProxyType[str, Scope]
+    scope_of: MappingProxyType[str, str]  # node id -> scope id
+    outgoing: MappingProxyType[str, tuple[Link, ...]]
+    incoming: MappingProxyType[str, tuple[Link, ...]]
+    handler_of: MappingProxyType[str, str]  # guarded node id -> error handler id
+    start: str
+    ends: tuple[str, ...]
+
+    def body_scope(self, loop_id: str) -> Scope:
+        return self.scopes[loop_id]
+
+    def branch_scope(self, parallel_id: str, branch_id: str) -> Scope:
+        return self.scopes[f"{parallel_id}/{branch_id}"]
+
+
+def compile_document(doc: Any) -> CompiledGraph:
+    """Validate ``doc`` (InvalidInput lists every problem) and compile it."""
+    return compile_spec(validate_agent_document(doc))
+
+
+def compile_spec(spec: AgentSpec) -> CompiledGraph:
+    """Compile a validated workflow spec."""
+    if spec.mode != "workflow":
+        raise ValueError("only workflow agents compile to a graph; react agents run a loop")
+    nodes = {node.id: node for node in spec.nodes}
+    order = tuple(nodes)
+    scope_members, scope_of = _scopes(spec.nodes)
+    links = _links(spec, nodes)
+    outgoing: dict[str, list[Link]] = {n: [] for n in order}
+    incoming: dict[str, list[Link]] = {n: [] for n in order}
+    for link in links:
+        outgoing[link.source].append(link)
+        incoming[link.target].append(link)
+    scopes = {
+        sid: Scope(
+            sid,
+            tuple(members),
+            tuple(
+                n
+                for n in members
+                if nodes[n].type != "error_handler"
+                and not any(scope_of[link.source] == sid for link in incoming[n])
+            ),
+        )
+        for sid, members in scope_members.items()
+    }
+    handler_of = {
+        node.config.target_node_id: node.id
+        for node in spec.nodes
+        if isinstance(node, ErrorHandlerWorkflowNode)
+    }
+    return CompiledGraph(
+        spec=spec,
+        nodes=MappingProxyType(nodes),
+        order=order,
+        scopes=MappingProxyType(scopes),
+        scope_of=MappingProxyType(scope_of),
+        outgoing=MappingProxyType({k: tuple(v) for k, v in outgoing.items()}),
+        incoming=MappingProxyType({k: tuple(v) for k, v in incoming.items()}),
+        handler_of=MappingProxyType(handler_of),
+        start=next(n.id for n in spec.nodes if n.type == "start"),
+        ends=tuple(n.id for n in spec.nodes if n.type == "end"),
+    )
+
+
+def _scopes(nodes: list[WorkflowNode]) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Members of every scope, in document order, and the scope of every node."""
+    scope_of: dict[str, str] = {}
+    for node in nodes:
+        if isinstance(node, LoopWorkflowNode):
+            for member in node.config.body_node_ids:
+                scope_of[member] = node.id
+        elif isinstance(node, ParallelWorkflowNode):
+            for branch in node.config.branches:
+                for member in branch.node_ids:
+                    scope_of[member] = f"{node.id}/{branch.id}"
+    members: dict[str, list[str]] = {ROOT: []}
+    for node in nodes:
+        if isinstance(node, LoopWorkflowNode):
+            members.setdefault(node.id, [])
+        elif isinstance(node, ParallelWorkflowNode):
+            for branch in node.config.branches:
+                members.setdefault(f"{node.id}/{branch.id}", [])
+    for node in nodes:
+        sid = scope_of.setdefault(node.id, ROOT)
+        members[sid].append(node.id)
+    return members, scope_of
+
+
+def _links(spec: AgentSpec, nodes: dict[str, WorkflowNode]) -> list[Link]:
+    links = [
+        Link(e.source, e.target, "edge", i, e.condition if isinstance(e.condition, str) else None)
+        for i, e in enumerate(spec.edges)
+    ]
+    for node in spec.nodes:
+        if isinstance(node, ErrorHandlerWorkflowNode) and node.config.on_error == "fallback":
+            fallback = node.config.fallback_node_id
+            if isinstance(fallback, str) and fallback in nodes:
+                links.append(Link(node.config.target_node_id, fallback, "failure"))
+    return links
