@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
+import psycopg
 import pytest
 from sqlalchemy.exc import IntegrityError
 
@@ -11,6 +15,7 @@ from dhub.store import agents as repo
 from dhub.store import principals, users
 from dhub.store import sharing as shares
 from dhub.store.db import Database, normalize_url
+from tests.conftest import PG_URL, pg_url
 
 
 @pytest.fixture
@@ -248,3 +253,26 @@ async def test_reach_leaves_out_markings_not_held(db: Database) -> None:
     async with db.read(snapshot=True) as conn:
         assert (await cache.get(conn, ["user.a"], [])).ids == ["agent.0"]
         assert (await cache.get(conn, ["user.a"], ["marking.m"])).ids == ["agent.0", "agent.1"]
+
+
+async def test_concurrent_migrations_do_not_collide(database_url: str, tmp_path: Path) -> None:
+    """Several servers starting at once on a new database all come up (one migrates)."""
+    schema = None
+    if database_url.startswith("sqlite"):
+        url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    else:
+        schema = f"dhub_fresh_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{schema}"')
+        url = pg_url(schema)
+    databases = [Database(url) for _ in range(3)]
+    try:
+        await asyncio.wait_for(asyncio.gather(*(d.migrate() for d in databases)), 60)
+        async with databases[0].read() as conn:
+            assert await users.count_users(conn) == 0
+    finally:
+        for d in databases:
+            await d.dispose()
+        if schema is not None:
+            with psycopg.connect(PG_URL, autocommit=True) as conn:
+                conn.execute(f'DROP SCHEMA "{schema}" CASCADE')

@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, event
+from sqlalchemy import Engine, event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.base import Executable
@@ -25,6 +25,7 @@ from sqlalchemy.sql.base import Executable
 from dhub.store.inline import InlineConnection, InlineReader, Rows
 
 _WRITE = "dhub_write"
+_MIGRATE_LOCK = 0x64687562  # "dhub": the advisory lock key that serialises migrations
 _PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=10000")
 
 
@@ -127,8 +128,16 @@ class Database:
     async def migrate(self) -> None:
         from dhub.store.migrate import upgrade  # alembic is only needed when migrating
 
-        async with self.engine.begin() as conn:
-            await conn.run_sync(upgrade)
+        # Several servers may start at once on one database: one migrates, the others wait for
+        # it (BEGIN IMMEDIATE on SQLite, an advisory lock on PostgreSQL, both held until the
+        # transaction ends) and then find nothing left to do.
+        async with self.engine.connect() as conn:
+            await conn.execution_options(**{_WRITE: True})
+            async with conn.begin():
+                if not self.is_sqlite:
+                    lock = text("SELECT pg_advisory_xact_lock(:key)")
+                    await conn.execute(lock, {"key": _MIGRATE_LOCK})
+                await conn.run_sync(upgrade)
 
     async def dispose(self) -> None:
         if self._reader is not None:
