@@ -225,3 +225,13 @@ def test_pages_have_no_duplicates_or_gaps(client: TestClient) -> None:
         assert client.get(API, params={"limit": limit}).status_code == 422
     bad = client.get(API, params={"cursor": "garbage!"})
     assert bad.status_code == 422 and bad.json()["errors"][0]["loc"] == "/query/cursor"
+
+
+def test_oversized_bodies_are_refused_and_the_server_goes_on(client: TestClient) -> None:
+    from dhub.api.deps import MAX_BODY_BYTES
+
+    huge = b'{"name": "x", "description": "' + b"a" * MAX_BODY_BYTES + b'"}'
+    response = client.post(API, content=huge, headers={"Content-Type": "application/json"})
+    assert response.status_code == 413
+    assert response.json()["detail"]
+    assert client.get(API).status_code == 200

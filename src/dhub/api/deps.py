@@ -10,7 +10,7 @@ from fastapi import Depends, Request
 
 from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
-from dhub.domain.errors import FieldError, InvalidInput
+from dhub.domain.errors import FieldError, InvalidInput, TooLarge
 from dhub.services.agents import AgentService
 from dhub.services.principals import PrincipalService
 from dhub.store.db import Database
@@ -45,8 +45,22 @@ async def context(request: Request) -> Context:
     return Context(await svc.auth.authenticate(request.headers.get("authorization")), svc)
 
 
+# Agent documents are kilobytes; a body this large is a mistake or an attack, and it is refused
+# while it streams in rather than after it was held in memory whole.
+MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
 async def json_body(request: Request) -> Any:
-    raw = await request.body()
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise TooLarge(
+                f"The request body is over {MAX_BODY_BYTES // (1024 * 1024)} MiB: send a smaller "
+                "document."
+            )
+        chunks.append(chunk)
+    raw = b"".join(chunks)
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

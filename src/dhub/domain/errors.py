@@ -57,3 +57,7 @@ class NotFound(DhubError):
 
 class Conflict(DhubError):
     status_code = 409
+
+
+class TooLarge(DhubError):
+    status_code = 413
