@@ -1,0 +1,121 @@
+"""Typed values of a run: start inputs, end outputs and variable operations (DESIGN.md 3.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import MISSING
+
+from dhub.domain.nodes import StartVariable
+
+_PYTHON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+}
+
+
+class InputError(ValueError):
+    """The run's inputs do not fit the start node's variables."""
+
+
+def is_type(kind: str, value: Any) -> bool:
+    if kind == "number" and isinstance(value, bool):
+        return False
+    return isinstance(value, _PYTHON_TYPES.get(kind, (object,)))
+
+
+def check_output(kind: str, value: Any) -> str | None:
+    """None when ``value`` is a ``kind``; otherwise what is wrong, as a sentence fragment."""
+    if kind not in _PYTHON_TYPES or is_type(kind, value):
+        return None
+    return f"should be a {kind}, got {type(value).__name__} {value!r:.60}"
+
+
+def _coerce(kind: str, value: Any) -> Any:
+    """Only conversions that lose nothing: "3" -> 3 for a number, 3 -> "3" never."""
+    if is_type(kind, value):
+        return value
+    if kind == "number" and isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return MISSING
+        return int(number) if number.is_integer() and "." not in value else number
+    if kind == "boolean" and isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    return MISSING
+
+
+def coerce_inputs(variables: Sequence[StartVariable], inputs: dict[str, Any]) -> dict[str, Any]:
+    """The inputs a run starts with: declared ones typed, defaults filled in, every problem
+    reported at once. Undeclared inputs pass through unchanged."""
+    values = dict(inputs)
+    problems = []
+    for var in variables:
+        if var.name not in inputs:
+            if var.default is not MISSING:
+                values[var.name] = var.default
+            elif var.required:
+                problems.append(f"'{var.name}' is required ({var.type})")
+            continue
+        typed = _coerce(var.type, inputs[var.name])
+        if typed is MISSING:
+            problems.append(f"'{var.name}' should be a {var.type}, got {inputs[var.name]!r:.60}")
+        else:
+            values[var.name] = typed
+    if problems:
+        raise InputError("invalid inputs: " + "; ".join(problems))
+    return values
+
+
+def operate(action: str, current: Any, value: Any) -> Any:
+    """The new value of a variable after one operation."""
+    if action == "set":
+        return value
+    if action == "clear":
+        return _empty_like(current)
+    if action == "append":
+        return [*(current or []), value]
+    if action == "extend":
+        return [*(current or []), *_as_list(value)]
+    if action == "remove":
+        return _remove(current, value)
+    if action in ("increment", "decrement"):
+        step = 1 if value is None else value
+        base = 0 if current is None else current
+        if not is_type("number", base) or not is_type("number", step):
+            raise TypeError(f"{action} needs numbers, got {base!r} and {step!r}")
+        return base + step if action == "increment" else base - step
+    if action == "merge":
+        if not isinstance(value, dict) or not isinstance(current or {}, dict):
+            raise TypeError("merge needs objects")
+        return {**(current or {}), **value}
+    raise ValueError(f"unknown action {action!r}")
+
+
+def _as_list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise TypeError(f"extend needs a list, got {type(value).__name__}")
+    return value
+
+
+def _remove(current: Any, value: Any) -> Any:
+    if isinstance(current, list):
+        return [item for item in current if item != value]
+    if isinstance(current, dict):
+        return {k: v for k, v in current.items() if k != value}
+    raise TypeError(f"remove needs a list or an object, got {type(current).__name__}")
+
+
+def _empty_like(current: Any) -> Any:
+    if isinstance(current, list):
+        return []
+    if isinstance(current, dict):
+        return {}
+    if isinstance(current, str):
+        return ""
+    return None
