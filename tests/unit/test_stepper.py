@@ -6,7 +6,17 @@ import copy
 from typing import Any
 
 from dhub.engine.compile import compile_document
-from dhub.engine.stepper import CallFunction, CallModel, Complete, Done, Fail, Step, Stepper
+from dhub.engine.stepper import (
+    CallFunction,
+    CallModel,
+    Complete,
+    Done,
+    Fail,
+    SleepUntil,
+    Step,
+    Stepper,
+    Woke,
+)
 from tests.conftest import FIXTURES, load_json
 
 
@@ -24,18 +34,23 @@ def drive(
     doc: dict[str, Any], inputs: dict[str, Any], model: Any = None
 ) -> tuple[Step, list[dict[str, Any]]]:
     stepper = Stepper(compile_document(doc))
-    step = stepper.start(inputs)
+    step = stepper.start(inputs, now=100.0)
     trace = list(step.events)
     while True:
         done = [c for c in step.commands if isinstance(c, Complete | Fail)]
         if done:
             return step, trace
         command = step.commands[0]
+        result: Done | Woke
         if isinstance(command, CallFunction):
             result = call_in_process(command)
+            result = Done(result.command_id, result.ok, result.value, result.error, step.state.now)
+        elif isinstance(command, SleepUntil):
+            trace.append({"type": "slept", "until": command.at})
+            result = Woke(command.command_id, now=command.at)
         else:
             assert isinstance(command, CallModel)
-            result = Done(command.command_id, True, model(command))
+            result = Done(command.command_id, True, model(command), now=step.state.now)
         queued = step.commands[1:]
         step = stepper.step(step.state, result)
         step = Step(step.state, [*queued, *step.commands], step.events)
@@ -106,3 +121,63 @@ def test_state_round_trips_as_plain_data() -> None:
     assert isinstance(command, CallFunction)
     again = stepper.step(type(first.state).from_dict(data), call_in_process(command))
     assert again.state.variables["category"] == "question"
+
+
+def guarded(on_error: str, backoff: str = "exponential") -> dict[str, Any]:
+    """start -> flaky (always raises) -> end, flaky guarded with 2 retries (and a fallback)."""
+    doc: dict[str, Any] = {
+        "name": "guarded", "description": "", "mode": "workflow", "input_mode": "event",
+        "nodes": [
+            {"id": "start", "type": "start", "config": {}},
+            {"id": "flaky", "type": "code", "config": {
+                "source": "def main():\n    raise RuntimeError('upstream unavailable')\n",
+                "outputs": {"checked": {"type": "boolean"}}}},
+            {"id": "guard", "type": "error_handler", "config": {
+                "target_node_id": "flaky", "retry_count": 2, "retry_delay_seconds": 1,
+                "retry_backoff": backoff, "on_error": on_error,
+                **({"fallback_node_id": "note"} if on_error == "fallback" else {})}},
+            {"id": "note", "type": "variable", "config": {"operations": [
+                {"action": "set", "variable": "checked", "value": "{{ false }}"},
+                {"action": "set", "variable": "why", "value": "{{ error.message }}"}]}},
+            {"id": "end", "type": "end", "config": {"outputs": [
+                {"name": "checked", "type": "boolean", "value": "{{ checked }}"}]}},
+        ],
+        "edges": [
+            {"source": "start", "target": "flaky"},
+            {"source": "flaky", "target": "end"},
+            {"source": "note", "target": "end"},
+        ],
+    }  # fmt: skip
+    if on_error != "fallback":  # nothing falls back to the note then
+        doc["nodes"] = [n for n in doc["nodes"] if n["id"] != "note"]
+        doc["edges"] = doc["edges"][:2]
+    return doc
+
+
+def test_retries_with_backoff_then_fallback() -> None:
+    step, trace = drive(guarded("fallback"), {})
+    assert step.commands == [Complete({"checked": False})]
+    assert [e["until"] for e in trace if e["type"] == "slept"] == [101.0, 103.0]  # 1 s, then 2 s
+    assert [e["attempts"] for e in trace if e["type"] == "node.retrying"] == [1, 2]
+    [failed] = [e for e in trace if e["type"] == "node.failed"]
+    assert (failed["node_id"], failed["attempts"], failed["handled_by"]) == ("flaky", 3, "guard")
+    assert step.state.variables["why"] == "upstream unavailable"
+    assert step.state.nodes["end"] == "succeeded"  # joined once, over the fallback path
+
+
+def test_retry_delays_of_each_backoff() -> None:
+    for backoff, expected in (("fixed", [101.0, 102.0]), ("linear", [101.0, 103.0])):
+        _, trace = drive(guarded("fallback", backoff), {})
+        assert [e["until"] for e in trace if e["type"] == "slept"] == expected
+
+
+def test_on_error_continue_and_fail() -> None:
+    step, _ = drive(guarded("continue"), {})
+    assert isinstance(step.commands[-1], Fail)  # end's 'checked' is null: not a boolean
+    assert step.state.nodes["flaky"] == "succeeded"
+    assert step.state.node_outputs["flaky"] == {"checked": None}
+    assert "should be a boolean" in (step.state.error or {})["message"]
+    step, _ = drive(guarded("fail"), {})
+    assert isinstance(step.commands[-1], Fail)
+    assert (step.state.error or {})["message"] == "upstream unavailable"
+    assert step.state.attempts["flaky"] == 3

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from dhub.domain.nodes import (
     CodeWorkflowNode,
     EndWorkflowNode,
+    ErrorHandlerWorkflowNode,
     IfElseWorkflowNode,
     LLMWorkflowNode,
     StartWorkflowNode,
@@ -50,6 +51,8 @@ class RunState:
     outputs: dict[str, Any] = field(default_factory=dict)
     error: dict[str, Any] | None = None
     next_command: int = 0
+    attempts: dict[str, int] = field(default_factory=dict)  # node id -> tries so far
+    now: float = 0.0  # the executor's clock at the last event (the stepper has none)
 
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self.__dict__)
@@ -82,6 +85,15 @@ class CallModel:
 
 
 @dataclass(frozen=True)
+class SleepUntil:
+    """Wake the run (with ``Woke``) at ``at`` (seconds, the executor's clock): a retry delay."""
+
+    command_id: str
+    node_id: str
+    at: float
+
+
+@dataclass(frozen=True)
 class Complete:
     outputs: dict[str, Any]
 
@@ -91,7 +103,7 @@ class Fail:
     error: dict[str, Any]
 
 
-Command = CallFunction | CallModel | Complete | Fail
+Command = CallFunction | CallModel | SleepUntil | Complete | Fail
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,15 @@ class Done:
     ok: bool
     value: Any = None
     error: dict[str, Any] | None = None
+    now: float = 0.0
+
+
+@dataclass(frozen=True)
+class Woke:
+    """A SleepUntil's time has come."""
+
+    command_id: str
+    now: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -123,25 +144,29 @@ class Stepper:
         self.graph = graph
         self.ex = expressions or Expressions()
 
-    def start(self, inputs: dict[str, Any]) -> Step:
+    def start(self, inputs: dict[str, Any], now: float = 0.0) -> Step:
         """A new run: inputs are checked against the start node's variables first."""
-        state = RunState(inputs=dict(inputs))
+        state = RunState(inputs=dict(inputs), now=now)
         return self._advance(state, [], [])
 
-    def step(self, state: RunState, event: Done) -> Step:
+    def step(self, state: RunState, event: Done | Woke) -> Step:
         state = RunState.from_dict(state.to_dict())
+        state.now = event.now
         node_id = state.pending.pop(event.command_id)
-        events: list[dict[str, Any]] = []
+        events: Events = []
         commands: list[Command] = []
-        if event.ok:
+        if isinstance(event, Woke):
+            del state.nodes[node_id]  # its retry is due: ready again
+        elif event.ok:
             try:
                 self._finish_call(state, node_id, event.value, events)
-            except _Failed as failed:
-                self._fail(state, failed, events)
+            except _Failed as problem:
+                self._on_failure(state, problem, events, commands)
         else:
             error = event.error or {}
             message = str(error.get("message") or "the call failed")
-            self._fail(state, _Failed(node_id, message, str(error.get("kind", "error"))), events)
+            call_failed = _Failed(node_id, message, str(error.get("kind", "error")))
+            self._on_failure(state, call_failed, events, commands)
         return self._advance(state, commands, events)
 
     # -- the walk ---------------------------------------------------------------------------
@@ -160,8 +185,8 @@ class Stepper:
             try:
                 command = self._run(state, node_id, events)
             except _Failed as failed:
-                self._fail(state, failed, events)
-                break
+                self._on_failure(state, failed, events, commands)
+                continue
             if command is not None:
                 commands.append(command)
         if state.status == "running" and not state.pending:
@@ -353,10 +378,56 @@ class Stepper:
         for link in self.graph.outgoing[node_id]:
             state.links[_key(link)] = False
 
+    def _on_failure(
+        self, state: RunState, failed: _Failed, events: Events, commands: list[Command]
+    ) -> None:
+        """A node failed: retry it, fall back, continue or fail the run, as its error handler
+        says; with no handler the run fails."""
+        node_id = failed.node_id
+        handler_id = self.graph.handler_of.get(node_id)
+        handler = self.graph.nodes[handler_id] if handler_id else None
+        if not isinstance(handler, ErrorHandlerWorkflowNode) or failed.kind == "unsupported":
+            self._fail(state, failed, events)
+            return
+        config = handler.config
+        tries = state.attempts.get(node_id, 0) + 1
+        state.attempts[node_id] = tries
+        error = {"node_id": node_id, "type": failed.kind, "message": str(failed), "attempts": tries}
+        if tries <= config.retry_count:
+            delay = _backoff(config.retry_backoff, float(config.retry_delay_seconds), tries)
+            events.append(
+                {"type": "node.retrying", "node_id": node_id, "attempts": tries,
+                 "delay": delay, "error": error}
+            )  # fmt: skip
+            if delay <= 0:
+                del state.nodes[node_id]  # ready again at once
+                return
+            command_id = self._command_id(state)
+            state.pending[command_id] = node_id
+            state.nodes[node_id] = "running"
+            commands.append(SleepUntil(command_id, node_id, state.now + delay))
+            return
+        if config.on_error == "fail":
+            self._fail(state, failed, events)
+            return
+        events.append(
+            {"type": "node.failed", "node_id": node_id, "attempts": tries,
+             "handled_by": handler.id, "error": error}
+        )  # fmt: skip
+        if config.on_error == "continue":
+            self._succeed(
+                state, node_id, dict.fromkeys(_declared_outputs(self.graph.nodes[node_id])), events
+            )
+        else:  # fallback: the failure link is taken, the node's own edges are not
+            state.nodes[node_id] = "failed"
+            state.variables["error"] = error
+            for link in self.graph.outgoing[node_id]:
+                state.links[_key(link)] = link.kind == "failure"
+
     def _fail(self, state: RunState, failed: _Failed, events: list[dict[str, Any]]) -> None:
         state.nodes[failed.node_id] = "failed"
         error = {"node_id": failed.node_id, "kind": failed.kind, "message": str(failed)}
-        events.append({"type": "node.failed", **error})
+        events.append({"type": "node.failed", "node_id": failed.node_id, "error": error})
         state.status = "failed"
         state.error = error
 
@@ -387,6 +458,28 @@ class Stepper:
     def _command_id(state: RunState) -> str:
         state.next_command += 1
         return f"c{state.next_command}"
+
+
+def _backoff(kind: str, delay: float, attempt: int) -> float:
+    """The wait before retry number ``attempt`` (1-based)."""
+    if kind == "linear":
+        return delay * attempt
+    if kind == "exponential":
+        return delay * 2.0 ** (attempt - 1)
+    return delay
+
+
+def _declared_outputs(node: Any) -> list[str]:
+    """What a node would have written, for on_error 'continue' (all of it null)."""
+    if isinstance(node, LLMWorkflowNode):
+        return [node.config.output]
+    if isinstance(node, CodeWorkflowNode):
+        return list(node.config.outputs)
+    if isinstance(node, ToolCallWorkflowNode):
+        return ["result", *node.config.outputs]
+    if isinstance(node, TemplateWorkflowNode):
+        return [node.config.output]
+    return []
 
 
 def _key(link: Link) -> str:
