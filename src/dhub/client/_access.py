@@ -18,7 +18,7 @@ from dhub.client._models import (
     Token,
     User,
 )
-from dhub.client._paths import query, segment
+from dhub.client._paths import follow, query, segment
 
 if TYPE_CHECKING:
     import httpx
@@ -176,19 +176,12 @@ class AccessMixin:
         page_size: int | None = None,
     ) -> Iterator[AuditEntry]:
         """Every matching audit entry, newest first, fetching pages lazily."""
-        cursor: str | None = None
-        while True:
-            page = self.audit(
-                actor_id=actor_id,
-                target_id=target_id,
-                action=action,
-                limit=page_size,
+        return follow(
+            lambda cursor: self.audit(
+                actor_id=actor_id, target_id=target_id, action=action, limit=page_size,
                 cursor=cursor,
             )
-            yield from page.data
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        )  # fmt: skip
 
     # -- sharing agents ----------------------------------------------------------------------
 

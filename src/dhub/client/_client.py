@@ -20,7 +20,7 @@ from dhub.client._exceptions import (
     error_from_response,
 )
 from dhub.client._models import Agent, AgentPage, AgentVersion, ApplyResult, ValidationResult
-from dhub.client._paths import query, segment
+from dhub.client._paths import follow, query, segment
 
 API_PREFIX = "/api/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0)
@@ -148,9 +148,8 @@ class Client(AccessMixin):
         page_size: int | None = None,
     ) -> Iterator[Agent]:
         """Every matching agent, fetching pages lazily by following ``next_cursor``."""
-        cursor: str | None = None
-        while True:
-            page = self.list_agents(
+        return follow(
+            lambda cursor: self.list_agents(
                 q=q,
                 tags=tags,
                 collection_id=collection_id,
@@ -161,10 +160,7 @@ class Client(AccessMixin):
                 limit=page_size,
                 cursor=cursor,
             )
-            yield from page.data
-            if page.next_cursor is None:
-                return
-            cursor = page.next_cursor
+        )
 
     def validate_agent(self, doc: Any) -> ValidationResult:
         """Check a document without storing it; every problem is reported at once."""
