@@ -37,6 +37,8 @@ test: install-dev lint typecheck
 bench: uv-available
 	$(UV) sync --frozen --group dev --group bench
 	$(BIN)/python bench/api_latency.py
+	$(BIN)/python bench/access_list.py
+	$(BIN)/python bench/engine_overhead.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

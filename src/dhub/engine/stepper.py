@@ -14,6 +14,7 @@ give the same states, commands and trace events.
 from __future__ import annotations
 
 import copy
+import heapq
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -143,6 +144,9 @@ class Stepper:
     def __init__(self, graph: CompiledGraph, expressions: Expressions | None = None) -> None:
         self.graph = graph
         self.ex = expressions or Expressions()
+        self._position = {node_id: i for i, node_id in enumerate(graph.order)}
+        self._scope_nodes = graph.scopes[""].node_ids
+        self._targets = {n: tuple(link.target for link in graph.outgoing[n]) for n in graph.order}
 
     def start(self, inputs: dict[str, Any], now: float = 0.0) -> Step:
         """A new run: inputs are checked against the start node's variables first."""
@@ -171,24 +175,30 @@ class Stepper:
 
     # -- the walk ---------------------------------------------------------------------------
 
-    def _advance(
-        self, state: RunState, commands: list[Command], events: list[dict[str, Any]]
-    ) -> Step:
-        while state.status == "running":
-            ready = self._next_ready(state)
-            if ready is None:
-                break
-            node_id, run = ready
-            if not run:
+    def _advance(self, state: RunState, commands: list[Command], events: Events) -> Step:
+        """Run every node that is ready, in document order, until the run waits or ends.
+
+        Ready nodes come from a frontier (a heap by document position) seeded by one scan and
+        fed with the targets of each node handled, so a long chain costs linear time."""
+        frontier = [(self._position[n], n) for n in self._scope_nodes if n not in state.nodes]
+        heapq.heapify(frontier)
+        while state.status == "running" and frontier:
+            _, node_id = heapq.heappop(frontier)
+            verdict = None if node_id in state.nodes else self._readiness(state, node_id)
+            if verdict is None:
+                continue
+            if not verdict:
                 self._skip(state, node_id, events)
-                continue
-            try:
-                command = self._run(state, node_id, events)
-            except _Failed as failed:
-                self._on_failure(state, failed, events, commands)
-                continue
-            if command is not None:
-                commands.append(command)
+            else:
+                try:
+                    command = self._run(state, node_id, events)
+                    if command is not None:
+                        commands.append(command)
+                except _Failed as failed:
+                    self._on_failure(state, failed, events, commands)
+            for follower in (node_id, *self._targets[node_id]):
+                if follower not in state.nodes:
+                    heapq.heappush(frontier, (self._position[follower], follower))
         if state.status == "running" and not state.pending:
             state.status = "succeeded"
             commands.append(Complete(dict(state.outputs)))
@@ -196,23 +206,21 @@ class Stepper:
             commands.append(Fail(dict(state.error or {})))
         return Step(state, commands, events)
 
-    def _next_ready(self, state: RunState) -> tuple[str, bool] | None:
-        """The first node (in document order) whose incoming links are all resolved; run it if
-        one was taken, skip it if none was."""
-        graph = self.graph
-        for node_id in graph.scopes[""].node_ids:
-            if node_id in state.nodes or graph.nodes[node_id].type == "error_handler":
-                continue
-            incoming = graph.incoming[node_id]
-            if node_id == graph.start:
-                return node_id, True
-            if not incoming:
-                continue
-            resolved = [state.links.get(_key(link)) for link in incoming]
-            if any(r is None for r in resolved):
-                continue
-            return node_id, any(resolved)
-        return None
+    def _readiness(self, state: RunState, node_id: str) -> bool | None:
+        """None while some incoming link is unresolved; then whether one was taken (run) or
+        none was (skip). The start node is always ready; handlers never run on their own."""
+        if node_id == self.graph.start:
+            return True
+        incoming = self.graph.incoming[node_id]
+        if not incoming or self.graph.nodes[node_id].type == "error_handler":
+            return None
+        taken = False
+        for link in incoming:
+            resolved = state.links.get(_key(link))
+            if resolved is None:
+                return None
+            taken = taken or resolved
+        return taken
 
     def _run(self, state: RunState, node_id: str, events: list[dict[str, Any]]) -> Command | None:
         node = self.graph.nodes[node_id]
