@@ -55,7 +55,7 @@ def pg_schema() -> Iterator[str]:
     except psycopg.OperationalError as exc:
         if os.environ.get("CI") == "true":
             pytest.fail(f"PostgreSQL at {PG_URL} is required in CI and unreachable: {exc}")
-        pytest.skip(f"PostgreSQL at {PG_URL} is unreachable: {exc}")
+        pytest.skip(f"PostgreSQL at {PG_URL} is unreachable (outside CI, so skipped): {exc}")
     with conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     try:
