@@ -12,6 +12,8 @@ Repositories receive a ``Conn``: one interface over the two ways dhub talks to a
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -26,7 +28,7 @@ from dhub.store.inline import InlineConnection, InlineReader, Rows
 
 _WRITE = "dhub_write"
 _MIGRATE_LOCK = 0x64687562  # "dhub": the advisory lock key that serialises migrations
-_PRAGMAS = ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON", "busy_timeout=10000")
+_PRAGMAS = ("busy_timeout=10000", "synchronous=NORMAL", "foreign_keys=ON")
 
 
 def normalize_url(url: str) -> str:
@@ -152,9 +154,26 @@ def _configure_sqlite(engine: Engine) -> None:
         cursor = dbapi_conn.cursor()
         for pragma in _PRAGMAS:
             cursor.execute(f"PRAGMA {pragma}")
+        _ensure_wal(cursor)
         cursor.close()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         immediate = conn.get_execution_options().get(_WRITE, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _ensure_wal(cursor: Any) -> None:
+    """Put the file in WAL mode (it stays so). Switching takes a lock that SQLite does not wait
+    for through the busy timeout, so connections opening a new file at once retry briefly."""
+    for _ in range(100):
+        cursor.execute("PRAGMA journal_mode")
+        if str(cursor.fetchone()[0]).lower() == "wal":
+            return
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc):
+                raise
+            time.sleep(0.02)
+    raise RuntimeError("could not put the SQLite database in WAL mode")
