@@ -7,54 +7,31 @@ from typing import Any
 
 from dhub.engine.compile import compile_document
 from dhub.engine.stepper import (
+    AwaitInput,
     CallFunction,
     CallModel,
     Complete,
-    Done,
     Fail,
     SleepUntil,
     Step,
     Stepper,
-    Woke,
 )
 from tests.conftest import FIXTURES, load_json
-
-
-def call_in_process(command: CallFunction) -> Done:
-    namespace: dict[str, Any] = {}
-    exec(compile(command.source, "<function>", "exec"), namespace)
-    entry = namespace.get(command.entry or "") or namespace["main"]
-    try:
-        return Done(command.command_id, True, entry(**command.inputs))
-    except Exception as exc:
-        return Done(command.command_id, False, error={"kind": "exception", "message": str(exc)})
+from tests.support.driver import Driver, call_in_process
 
 
 def drive(
     doc: dict[str, Any], inputs: dict[str, Any], model: Any = None
 ) -> tuple[Step, list[dict[str, Any]]]:
-    stepper = Stepper(compile_document(doc))
-    step = stepper.start(inputs, now=100.0)
-    trace = list(step.events)
-    while True:
-        done = [c for c in step.commands if isinstance(c, Complete | Fail)]
-        if done:
-            return step, trace
-        command = step.commands[0]
-        result: Done | Woke
-        if isinstance(command, CallFunction):
-            result = call_in_process(command)
-            result = Done(result.command_id, result.ok, result.value, result.error, step.state.now)
-        elif isinstance(command, SleepUntil):
-            trace.append({"type": "slept", "until": command.at})
-            result = Woke(command.command_id, now=command.at)
-        else:
-            assert isinstance(command, CallModel)
-            result = Done(command.command_id, True, model(command), now=step.state.now)
-        queued = step.commands[1:]
-        step = stepper.step(step.state, result)
-        step = Step(step.state, [*queued, *step.commands], step.events)
-        trace += step.events
+    """The outcome and the trace, with each sleep noted as a ``slept`` event."""
+    run = Driver(doc, model=model).run(inputs)
+    slept = iter(c.at for c in run.log if isinstance(c, SleepUntil))
+    trace = []
+    for event in run.trace:
+        if event["type"] == "node.retrying" and event["delay"] > 0:
+            trace.append({"type": "slept", "until": next(slept)})
+        trace.append(event)
+    return run.step, trace
 
 
 def test_triage_routine_ticket() -> None:
@@ -104,10 +81,30 @@ def test_a_failing_function_fails_the_run_with_its_message() -> None:
     assert step.state.error is not None and step.state.error["message"] == "bad ticket"
 
 
-def test_unsupported_nodes_fail_clearly_for_now() -> None:
-    step, _ = drive(load_json(FIXTURES / "valid" / "workflow_batch.json"), {"numbers": [1, 2]})
-    assert step.state.error is not None
-    assert step.state.error["kind"] == "unsupported" and step.state.error["node_id"] == "each"
+def test_batch_fixture_gives_the_documented_result() -> None:
+    doc = load_json(FIXTURES / "valid" / "workflow_batch.json")
+    run = Driver(doc).run({"numbers": [1, 2, 3]})
+    assert run.outputs == {"total": 14, "report": "#0: 1\n#1: 4\n#2: 9\n", "checked": False}
+    flaky = [e for e in run.trace if e.get("node_id") == "flaky" and e["type"] != "node.started"]
+    assert [e["type"] for e in flaky] == ["node.retrying", "node.retrying", "node.failed"]
+    assert run.step.state.variables["failure"] == "upstream unavailable"
+    assert run.ran()[:4] == ["start", "each#0/square", "each#0/label", "each#1/square"]
+
+
+def test_triage_fixture_waits_for_a_person_then_finishes() -> None:
+    doc = load_json(FIXTURES / "valid" / "workflow_triage.json")
+    driver = Driver(doc, answers={"approve": {"escalate": True}})
+    run = driver.run({"ticket": "Total outage since 9am", "customer": "acme"})
+    assert run.outputs == {"category": "bug", "summary": "URGENT bug from acme; escalate=True"}
+    [ask] = [c for c in run.log if isinstance(c, AwaitInput)]
+    assert ask.prompt == "Escalate ticket from acme: Total outage since 9am?"
+    assert [f["name"] for f in ask.fields] == ["escalate", "note"]
+    assert ask.timeout_at == 100.0 + 3600
+    [timer] = [c for c in run.log if isinstance(c, SleepUntil)]
+    assert timer.command_id in run.cancelled  # answered: the timeout is dropped
+    assert run.step.state.node_outputs["approve"] == {
+        "escalate": True, "note": None, "responded_by": "ana"
+    }  # fmt: skip
 
 
 def test_state_round_trips_as_plain_data() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import MISSING
 
-from dhub.domain.nodes import StartVariable
+from dhub.domain.nodes import InputField, StartVariable
 
 _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
@@ -70,6 +70,35 @@ def coerce_inputs(variables: Sequence[StartVariable], inputs: dict[str, Any]) ->
     if problems:
         raise InputError("invalid inputs: " + "; ".join(problems))
     return values
+
+
+def check_submission(fields: Sequence[InputField], values: dict[str, Any]) -> dict[str, Any]:
+    """A person's answer to a human_input node, typed and complete: every field present (the
+    optional ones not given take their default, else null). Raises InputError listing every
+    problem: unknown fields, missing required ones, wrong types, values outside ``options``."""
+    known = {f.name for f in fields}
+    problems = [f"'{name}' is not a field of this form" for name in values if name not in known]
+    answer: dict[str, Any] = {}
+    for f in fields:
+        if f.name not in values or values[f.name] is None:
+            if f.required:
+                problems.append(f"'{f.name}' is required ({f.type})")
+            answer[f.name] = None if f.default is MISSING else f.default
+            continue
+        typed = _coerce(f.type, values[f.name])
+        if typed is MISSING:
+            problems.append(f"'{f.name}' should be a {f.type}, got {values[f.name]!r:.60}")
+        elif f.options and typed not in f.options:
+            problems.append(f"'{f.name}' should be one of {f.options!r:.120}, got {typed!r:.60}")
+        answer[f.name] = typed
+    if problems:
+        raise InputError("invalid answer: " + "; ".join(problems))
+    return answer
+
+
+def field_defaults(fields: Sequence[InputField]) -> dict[str, Any]:
+    """Every field at its default (null where it has none): on_timeout 'default'."""
+    return {f.name: None if f.default is MISSING else f.default for f in fields}
 
 
 def operate(action: str, current: Any, value: Any) -> Any:

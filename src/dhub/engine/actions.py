@@ -1,0 +1,255 @@
+"""What each node type does with its scope (DESIGN.md 3.2), as pure functions: the values a
+node produces, or the request it makes of the executor. The walk (stepper.py) decides when a
+node runs and what follows; this module knows nothing of links, frames or commands.
+
+Every problem is a ``NodeFailure`` whose message names the node's field and says what is wrong.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dhub.domain.nodes import (
+    ActorCallWorkflowNode,
+    CodeWorkflowNode,
+    EndWorkflowNode,
+    HumanInputWorkflowNode,
+    LLMWorkflowNode,
+    LoopWorkflowNode,
+    ParallelWorkflowNode,
+    StartWorkflowNode,
+    TemplateWorkflowNode,
+    ToolCallWorkflowNode,
+    VariableWorkflowNode,
+    WorkflowNode,
+)
+from dhub.engine.expressions import ExpressionError, Expressions, Where
+from dhub.engine.values import InputError, check_output, coerce_inputs, operate
+
+Scope = dict[str, Any]
+CONVERSATION = "conversation."
+
+
+class NodeFailure(Exception):
+    """A node failed; ``kind`` classifies it (expression, invalid_input, invalid_output, type,
+    max_iterations, timeout, rejected, unsupported, or the function runner's kinds)."""
+
+    def __init__(self, message: str, kind: str = "error") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Evaluate:
+    """Expressions evaluated on behalf of one node, failing it with the field named."""
+
+    ex: Expressions
+    node_id: str
+
+    def value(self, source: Any, scope: Scope, where: str) -> Any:
+        try:
+            return self.ex.value(source, scope, Where(self.node_id, where))
+        except ExpressionError as exc:
+            raise NodeFailure(str(exc), "expression") from exc
+
+    def template(self, source: str, scope: Scope, where: str) -> str:
+        try:
+            return self.ex.template(source, scope, Where(self.node_id, where))
+        except ExpressionError as exc:
+            raise NodeFailure(str(exc), "expression") from exc
+
+    def condition(self, source: str, scope: Scope, where: str) -> bool:
+        try:
+            return self.ex.condition(source, scope, Where(self.node_id, where))
+        except ExpressionError as exc:
+            raise NodeFailure(str(exc), "expression") from exc
+
+
+def start_values(node: StartWorkflowNode, inputs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return coerce_inputs(node.config.variables, inputs)
+    except InputError as exc:
+        raise NodeFailure(str(exc), "invalid_input") from exc
+
+
+def end_values(ev: Evaluate, node: EndWorkflowNode, scope: Scope) -> dict[str, Any]:
+    produced = {}
+    for output in node.config.outputs:
+        value = ev.value(output.value, scope, f"outputs.{output.name}")
+        problem = check_output(output.type, value)
+        if problem:
+            raise NodeFailure(f"end output '{output.name}' {problem}", "invalid_output")
+        produced[output.name] = value
+    return produced
+
+
+def variable_changes(
+    ev: Evaluate, node: VariableWorkflowNode, scope: Scope, conversation: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run variables and the conversation variables the operations change, in order: a
+    later operation sees what an earlier one wrote."""
+    changed: dict[str, Any] = {}
+    talk: dict[str, Any] = {}
+    for i, op in enumerate(node.config.operations):
+        value = None
+        if getattr(op, "value", None) is not None:
+            value = ev.value(op.value, scope, f"operations.{i}.value")
+        in_conversation = op.variable.startswith(CONVERSATION)
+        name = op.variable.removeprefix(CONVERSATION) if in_conversation else op.variable
+        target, current = (
+            (talk, talk.get(name, conversation.get(name)))
+            if in_conversation
+            else (changed, changed.get(name, scope.get(name)))
+        )
+        try:
+            target[name] = operate(op.action, current, value)
+        except (TypeError, ValueError) as exc:
+            raise NodeFailure(f"operations.{i} ({op.action} {op.variable}): {exc}", "type") from exc
+        if in_conversation:
+            scope["conversation"] = {**scope.get("conversation", {}), name: target[name]}
+        else:
+            scope[name] = target[name]
+    return changed, talk
+
+
+@dataclass(frozen=True)
+class FunctionRequest:
+    source: str
+    entry: str | None
+    inputs: dict[str, Any]
+    timeout: float
+    dependencies: tuple[str, ...]
+
+
+def function_request(
+    ev: Evaluate,
+    node: CodeWorkflowNode | ToolCallWorkflowNode | ActorCallWorkflowNode,
+    scope: Scope,
+) -> FunctionRequest:
+    inputs = {
+        name: ev.value(value, scope, f"input_mappings.{name}")
+        for name, value in node.config.input_mappings.items()
+    }
+    if isinstance(node, CodeWorkflowNode):
+        config = node.config
+        return FunctionRequest(
+            config.source, "main", inputs, float(config.timeout), tuple(config.dependencies)
+        )
+    item = node.config.tool if isinstance(node, ToolCallWorkflowNode) else node.config.actor
+    function = getattr(item, "function", None)
+    if function is None:
+        # Stored tools and actors (by id or reference) are resolved by the react runtime issue.
+        raise NodeFailure(
+            f"'{node.type}' nodes can only call inline functions for now: give "
+            "{name, function: {source, ...}} instead of a reference",
+            "unsupported",
+        )
+    return FunctionRequest(
+        function.source,
+        str(getattr(item, "name", "")) or None,
+        inputs,
+        float(node.config.timeout),
+        tuple(function.dependencies),
+    )
+
+
+def needs_confirmation(node: ActorCallWorkflowNode) -> bool:
+    return getattr(node.config.actor, "confirmation_policy", "confirm") == "confirm"
+
+
+def actor_name(node: ActorCallWorkflowNode) -> str:
+    return str(getattr(node.config.actor, "name", node.id))
+
+
+def call_values(node: WorkflowNode, value: Any) -> dict[str, Any]:
+    """What a call's result makes a node write."""
+    if isinstance(node, LLMWorkflowNode):
+        return {node.config.output: value}
+    if isinstance(node, CodeWorkflowNode):
+        return _code_values(node, value)
+    assert isinstance(node, ToolCallWorkflowNode | ActorCallWorkflowNode)
+    produced = {"result": value}
+    for name, path in node.config.outputs.items():
+        produced[name] = at_path(value, str(path))
+    return produced
+
+
+def _code_values(node: CodeWorkflowNode, value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise NodeFailure(
+            f"main() returned {type(value).__name__}; it must return an object (a dict)",
+            "invalid_output",
+        )
+    for name, schema in node.config.outputs.items():
+        wanted = schema.get("type") if isinstance(schema, dict) else schema
+        if name not in value:
+            raise NodeFailure(
+                f"outputs.{name}: the result has no '{name}' (it has {sorted(value)})",
+                "invalid_output",
+            )
+        problem = check_output(str(wanted), value[name]) if wanted else None
+        if problem:
+            raise NodeFailure(f"outputs.{name}: '{name}' {problem}", "invalid_output")
+    return dict(value)
+
+
+def loop_items(ev: Evaluate, node: LoopWorkflowNode, scope: Scope) -> tuple[int, list[Any] | None]:
+    """How many iterations, and the items for list mode; more than ``max_iterations`` fails."""
+    config = node.config
+    items: list[Any] | None = None
+    if config.mode == "list":
+        source = ev.value(config.source, scope, "source")
+        if not isinstance(source, list):
+            raise NodeFailure(
+                f"source should give a list to iterate, got {type(source).__name__} {source!r:.60}",
+                "type",
+            )
+        items, count = source, len(source)
+    else:
+        count = int(getattr(config, "count", 0) or 0)
+    if count > config.max_iterations:
+        raise NodeFailure(
+            f"{count} iterations exceed max_iterations ({config.max_iterations}): raise "
+            "max_iterations or give the loop fewer items",
+            "max_iterations",
+        )
+    return count, items
+
+
+def declared_outputs(node: WorkflowNode) -> list[str]:
+    """What a node would have written, for on_error 'continue' (all of it null)."""
+    if isinstance(node, LLMWorkflowNode | TemplateWorkflowNode):
+        return [node.config.output]
+    if isinstance(node, CodeWorkflowNode):
+        return list(node.config.outputs)
+    if isinstance(node, ToolCallWorkflowNode | ActorCallWorkflowNode):
+        return ["result", *node.config.outputs]
+    if isinstance(node, LoopWorkflowNode):
+        return ["results", "count"]
+    if isinstance(node, ParallelWorkflowNode):
+        return ["branches"]
+    if isinstance(node, HumanInputWorkflowNode):
+        return [*(f.name for f in node.config.input_fields), "responded_by"]
+    return []
+
+
+def backoff(kind: str, delay: float, attempt: int) -> float:
+    """The wait before retry number ``attempt`` (1-based)."""
+    if kind == "linear":
+        return delay * attempt
+    if kind == "exponential":
+        return delay * 2.0 ** (attempt - 1)
+    return delay
+
+
+def at_path(value: Any, path: str) -> Any:
+    """``a.b.0.c`` into a JSON value; a missing step gives None."""
+    for step in [p for p in path.split(".") if p]:
+        if isinstance(value, dict):
+            value = value.get(step)
+        elif isinstance(value, list) and step.isdigit() and int(step) < len(value):
+            value = value[int(step)]
+        else:
+            return None
+    return value
