@@ -94,6 +94,9 @@ class Driver:
             event = self._next_event(step.state.now, outstanding)
             step = self.stepper.step(step.state, event)
             run.trace += step.events
+            if any(e["type"] == "input.rejected" for e in step.events):  # the task stays open
+                [asked] = [c for c in run.log if getattr(c, "command_id", "") == event.command_id]
+                outstanding[event.command_id] = asked
         raise AssertionError("the run did not end")
 
     def _take(self, run: Run, commands: list[Command], outstanding: dict[str, Command]) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import MISSING
+
 from dhub.domain.nodes import (
     ActorCallWorkflowNode,
     CodeWorkflowNode,
@@ -92,9 +94,10 @@ def variable_changes(
     changed: dict[str, Any] = {}
     talk: dict[str, Any] = {}
     for i, op in enumerate(node.config.operations):
-        value = None
-        if getattr(op, "value", None) is not None:
-            value = ev.value(op.value, scope, f"operations.{i}.value")
+        raw = getattr(op, "value", MISSING)
+        value = (
+            None if raw is MISSING or raw is None else ev.value(raw, scope, f"operations.{i}.value")
+        )
         in_conversation = op.variable.startswith(CONVERSATION)
         name = op.variable.removeprefix(CONVERSATION) if in_conversation else op.variable
         target, current = (

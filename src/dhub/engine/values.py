@@ -32,7 +32,11 @@ def check_output(kind: str, value: Any) -> str | None:
     """None when ``value`` is a ``kind``; otherwise what is wrong, as a sentence fragment."""
     if kind not in _PYTHON_TYPES or is_type(kind, value):
         return None
-    return f"should be a {kind}, got {type(value).__name__} {value!r:.60}"
+    return f"should be {_a(kind)}, got {type(value).__name__} {value!r:.60}"
+
+
+def _a(kind: str) -> str:
+    return f"an {kind}" if kind[:1] in ("a", "e", "i", "o", "u") else f"a {kind}"
 
 
 def _coerce(kind: str, value: Any) -> Any:
@@ -64,7 +68,7 @@ def coerce_inputs(variables: Sequence[StartVariable], inputs: dict[str, Any]) ->
             continue
         typed = _coerce(var.type, inputs[var.name])
         if typed is MISSING:
-            problems.append(f"'{var.name}' should be a {var.type}, got {inputs[var.name]!r:.60}")
+            problems.append(f"'{var.name}' should be {_a(var.type)}, got {inputs[var.name]!r:.60}")
         else:
             values[var.name] = typed
     if problems:
@@ -87,7 +91,7 @@ def check_submission(fields: Sequence[InputField], values: dict[str, Any]) -> di
             continue
         typed = _coerce(f.type, values[f.name])
         if typed is MISSING:
-            problems.append(f"'{f.name}' should be a {f.type}, got {values[f.name]!r:.60}")
+            problems.append(f"'{f.name}' should be {_a(f.type)}, got {values[f.name]!r:.60}")
         elif f.options and typed not in f.options:
             problems.append(f"'{f.name}' should be one of {f.options!r:.120}, got {typed!r:.60}")
         answer[f.name] = typed
