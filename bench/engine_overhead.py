@@ -1,9 +1,10 @@
 """Engine overhead per node: dhub's stepper against LangGraph, in the same process.
 
 Trivial nodes, no persistence on either side, so what is measured is each engine's own cost of
-walking a graph: a chain of 10/100/1000 nodes and a fan-out/fan-in of 10/100 branches. (The
-1000-iteration loop joins the table when the stepper runs loops.) Prints seconds per node and
-the ratio, and writes bench/results/engine_overhead-<time>.json.
+walking a graph: a chain of 10/100/1000 nodes, a fan-out/fan-in of 10/100 branches and a
+1000-iteration loop over a one-node body (LangGraph: a node with a conditional edge back to
+itself). Prints seconds per node (per iteration for the loop) and the ratio, and writes
+bench/results/engine_overhead-<time>.json.
 
     .venv/bin/python bench/engine_overhead.py      # needs the bench group: make bench
 """
@@ -56,6 +57,14 @@ def dhub_fan(n: int) -> Callable[[], None]:
     return lambda: _check(stepper.start({}).commands)
 
 
+def dhub_loop(n: int) -> Callable[[], None]:
+    loop = {"id": "loop", "type": "loop", "config": {
+        "mode": "count", "count": n, "max_iterations": n, "body_node_ids": ["body"]}}  # fmt: skip
+    doc = _doc([loop, _node("body")], [("start", "loop"), ("loop", "end")])
+    stepper = Stepper(compile_document(doc))
+    return lambda: _check(stepper.start({}).commands)
+
+
 def _check(commands: list[Any]) -> None:
     assert isinstance(commands[-1], Complete), commands
 
@@ -96,6 +105,17 @@ def langgraph_fan(n: int) -> Callable[[], None]:
     return lambda: _lg_check(app.invoke({"x": 0}), n)
 
 
+def langgraph_loop(n: int) -> Callable[[], None]:
+    from langgraph.graph import END, START, StateGraph
+
+    graph = StateGraph(_State)
+    graph.add_node("body", _lg_node)
+    graph.add_edge(START, "body")
+    graph.add_conditional_edges("body", lambda s: "body" if s["x"] < n else END)
+    app = graph.compile()
+    return lambda: _lg_check(app.invoke({"x": 0}, {"recursion_limit": n + 10}), n)
+
+
 def _lg_check(result: dict[str, Any], n: int) -> None:
     assert result["x"] == n, result
 
@@ -122,6 +142,7 @@ SHAPES: list[
     ("chain", 1000, dhub_chain, langgraph_chain),
     ("fan-out/fan-in", 10, dhub_fan, langgraph_fan),
     ("fan-out/fan-in", 100, dhub_fan, langgraph_fan),
+    ("loop", 1000, dhub_loop, langgraph_loop),
 ]
 
 

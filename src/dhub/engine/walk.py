@@ -13,8 +13,9 @@ nodes come from a frontier ordered by document position, so steps are determinis
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from dhub.domain.nodes import (
     ActorCallWorkflowNode,
@@ -128,42 +129,34 @@ class Walk:
         node = self.graph.nodes[node_id]
         self.trace("node.started", frame, node_id)
         try:
-            self._dispatch(frame, node)
+            self._runners[node.type](self, frame, node, Evaluate(self.stepper.ex, node_id))
         except NodeFailure as failure:
             self.on_failure(frame, node_id, failure)
 
-    def _dispatch(self, frame: str, node: Any) -> None:
-        ev = Evaluate(self.stepper.ex, node.id)
-        if isinstance(node, TemplateWorkflowNode):
-            text = ev.template(node.config.template, self.scope(frame), "template")
-            return self.succeed(frame, node.id, {node.config.output: text})
-        if isinstance(node, CodeWorkflowNode | ToolCallWorkflowNode):
-            return self._call_function(frame, node, ev)
-        if isinstance(node, IfElseWorkflowNode):
-            verdict = ev.condition(node.config.condition, self.scope(frame), "condition")
-            return self.succeed(frame, node.id, {}, branch=verdict)
-        if isinstance(node, VariableWorkflowNode):
-            return self._variables(frame, node, ev)
-        if isinstance(node, LLMWorkflowNode):
-            return self._call_model(frame, node, ev)
-        if isinstance(node, LoopWorkflowNode):
-            return self.boxes.run_loop(frame, node, ev)
-        if isinstance(node, ParallelWorkflowNode):
-            return self.boxes.run_parallel(frame, node)
-        if isinstance(node, HumanInputWorkflowNode):
-            return self._ask_input(frame, node, ev)
-        if isinstance(node, ActorCallWorkflowNode):
-            return self._call_actor(frame, node, ev)
-        if isinstance(node, StartWorkflowNode):
-            values = actions.start_values(node, self.state.inputs)
-            self.state.inputs = values
-            self.state.variables.update(values)
-            return self.succeed(frame, node.id, {})
-        if isinstance(node, EndWorkflowNode):
-            produced = actions.end_values(ev, node, self.scope(frame))
-            self.state.outputs.update(produced)
-            return self.succeed(frame, node.id, produced, publish=False)
-        raise NodeFailure(f"'{node.type}' nodes cannot run here", "unsupported")
+    def _start(self, frame: str, node: StartWorkflowNode, _: Evaluate) -> None:
+        values = actions.start_values(node, self.state.inputs)
+        self.state.inputs = values
+        self.state.variables.update(values)
+        self.succeed(frame, node.id, {})
+
+    def _end(self, frame: str, node: EndWorkflowNode, ev: Evaluate) -> None:
+        produced = actions.end_values(ev, node, self.scope(frame))
+        self.state.outputs.update(produced)
+        self.succeed(frame, node.id, produced, publish=False)
+
+    def _template(self, frame: str, node: TemplateWorkflowNode, ev: Evaluate) -> None:
+        text = ev.template(node.config.template, self.scope(frame), "template")
+        self.succeed(frame, node.id, {node.config.output: text})
+
+    def _if_else(self, frame: str, node: IfElseWorkflowNode, ev: Evaluate) -> None:
+        verdict = ev.condition(node.config.condition, self.scope(frame), "condition")
+        self.succeed(frame, node.id, {}, branch=verdict)
+
+    def _loop(self, frame: str, node: LoopWorkflowNode, ev: Evaluate) -> None:
+        self.boxes.run_loop(frame, node, ev)
+
+    def _parallel(self, frame: str, node: ParallelWorkflowNode, _: Evaluate) -> None:
+        self.boxes.run_parallel(frame, node)
 
     def _variables(self, frame: str, node: VariableWorkflowNode, ev: Evaluate) -> None:
         """Operations change run (or conversation) variables, wherever the node sits: a
@@ -435,3 +428,19 @@ class Walk:
             event["frame"] = frame
         event.update(detail)
         self.events.append(event)
+
+    # node type -> how it runs (error handlers never run: they are consulted on failures)
+    _runners: ClassVar[dict[str, Callable[[Walk, str, Any, Evaluate], None]]] = {
+        "start": _start,
+        "end": _end,
+        "template": _template,
+        "if_else": _if_else,
+        "variable": _variables,
+        "code": _call_function,
+        "tool_call": _call_function,
+        "actor_call": _call_actor,
+        "llm": _call_model,
+        "human_input": _ask_input,
+        "loop": _loop,
+        "parallel": _parallel,
+    }
