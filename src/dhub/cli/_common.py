@@ -151,7 +151,7 @@ def echo_json(value: Any) -> None:
 
 
 def echo_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """Left-aligned columns two spaces apart, like `kubectl get` (rich is not a dependency)."""
+    """Left-aligned columns two spaces apart, like `kubectl get`: plain text that pipes well."""
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     for row in [headers, *rows]:
         typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from dhub.cli import agents, groups, markings, tokens, users
+from dhub.cli import agents, groups, markings, run, tokens, users
 from dhub.cli._common import Connection
 from dhub.cli.audit import audit
 
@@ -19,6 +19,7 @@ app.add_typer(markings.app, name="markings")
 app.add_typer(tokens.app, name="tokens")
 app.command()(users.me)
 app.command()(audit)
+app.command("run")(run.run_file)
 
 
 @app.callback()

@@ -111,6 +111,12 @@ class SubprocessFunctionRunner:
                 _kill_group(proc)
                 await proc.communicate()  # reap it and close its pipes
                 return FunctionResult("timeout", message=f"no result within {limit_seconds:g} s")
+            except asyncio.CancelledError:
+                # The run abandoned the call (a lost branch, a timeout, Ctrl-C): the child and
+                # everything it started go with it, instead of running on unowned.
+                _kill_group(proc)
+                await proc.communicate()
+                raise
         return self._result(out, err, cut, proc.returncode)
 
     async def _exchange(

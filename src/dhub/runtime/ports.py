@@ -1,0 +1,209 @@
+"""The executor's ports (DESIGN.md 3): the only ways a run touches the world.
+
+The stepper decides; the executor performs its commands through four ports: functions (user
+Python), the model, the clock and people. Each is a Protocol with the implementations the
+product uses (the subprocess function runner, the real clock) and the ones tests need that are
+honest fakes of I/O (a clock whose time moves only when told).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from dhub.engine.state import AwaitConfirmation, AwaitInput, CallFunction, CallModel, Done
+from dhub.runtime.functions import FunctionResult, SubprocessFunctionRunner
+
+
+class PortError(Exception):
+    """An expected failure of a port (no provider, no reply left, ...): the command fails with
+    this ``kind`` and message, instead of the generic ``crashed``."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+# -- functions ----------------------------------------------------------------------------------
+
+
+class FunctionPort(Protocol):
+    async def call(self, request: CallFunction) -> Done:
+        """Run the function and answer with its ``Done`` (the executor stamps ``now``). Must
+        stop the work when cancelled."""
+        ...
+
+
+class SubprocessFunctions:
+    """The function port over the plain subprocess runner: result kinds become error kinds."""
+
+    def __init__(self, runner: SubprocessFunctionRunner | None = None) -> None:
+        self._runner = runner or SubprocessFunctionRunner()
+
+    async def call(self, request: CallFunction) -> Done:
+        # ``dependencies`` are not installed here: the child is this interpreter, so only what
+        # is already importable works until the sandbox (DESIGN.md 5) installs them.
+        result = await self._runner.call(
+            request.source, request.inputs, request.timeout, entry=request.entry
+        )
+        if result.ok:
+            return Done(request.command_id, True, result.value)
+        return Done(request.command_id, False, error=function_error(result))
+
+
+def function_error(result: FunctionResult) -> dict[str, Any]:
+    """A failed result as a Done error: ``kind`` and a message a person can read on its own."""
+    message = result.message or f"the function failed ({result.kind})"
+    if result.error_type and result.kind == "exception":
+        message = f"{result.error_type}: {message}" if result.message else result.error_type
+    error: dict[str, Any] = {"kind": result.kind, "message": message}
+    if result.traceback:
+        error["traceback"] = result.traceback
+    if result.stderr:
+        error["stderr"] = result.stderr
+    return error
+
+
+# -- the model ----------------------------------------------------------------------------------
+
+
+class ModelPort(Protocol):
+    async def complete(self, request: CallModel) -> Any:
+        """The model's answer: text, or the parsed object when a response schema is given.
+        Raise PortError for an expected failure."""
+        ...
+
+
+class NoModel:
+    """The model port of a process with no providers configured: every call fails clearly."""
+
+    def __init__(self, hint: str = "") -> None:
+        self._hint = hint
+
+    async def complete(self, request: CallModel) -> Any:
+        message = (
+            f"llm node '{request.node_id}' needs model provider '{request.model_provider}' "
+            f"(model '{request.model}'), and no model providers are configured: they arrive "
+            "with the providers issue."
+        )
+        raise PortError("no_provider", f"{message} {self._hint}".strip())
+
+
+# -- the clock ----------------------------------------------------------------------------------
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds, on the scale of SleepUntil's ``at``."""
+        ...
+
+    async def sleep_until(self, at: float) -> None:
+        """Return once ``now() >= at``."""
+        ...
+
+    def idle(self) -> None:
+        """The executor can make no progress until a timer fires or a person answers (or the
+        run ended). A simulated clock may then move time on; a real one ignores it."""
+        ...
+
+
+class RealClock:
+    def now(self) -> float:
+        return time.time()
+
+    async def sleep_until(self, at: float) -> None:
+        await asyncio.sleep(max(0.0, at - time.time()))
+        # The event loop's timer is monotonic and may fire a hair early against wall time.
+        if (early := at - time.time()) > 0:
+            await asyncio.sleep(early)
+
+    def idle(self) -> None:
+        pass
+
+
+class FakeClock:
+    """A clock whose time moves only in ``advance``: sleepers wake exactly at their times, in
+    (time, arrival) order, and the run settles after each wake before the next one, so a
+    retry scheduled by a wake is itself woken within the same ``advance``."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = start
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+        self._idle = asyncio.Event()
+        self.requested: list[float] = []  # every ``at`` asked for, in order
+        self.woken: list[float] = []  # the time of every wake delivered, in order
+
+    def now(self) -> float:
+        return self._now
+
+    async def sleep_until(self, at: float) -> None:
+        self.requested.append(at)
+        if at <= self._now:
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (at, next(self._order), waiter))
+        await waiter
+
+    def idle(self) -> None:
+        self._idle.set()
+
+    @property
+    def sleepers(self) -> list[float]:
+        """When the pending sleepers wake, earliest first (cancelled ones left out)."""
+        return sorted(at for at, _, waiter in self._sleepers if not waiter.done())
+
+    async def until_idle(self) -> None:
+        """Wait until the executor says it can only wait for the clock or a person."""
+        await self._idle.wait()
+
+    async def advance(self, seconds: float) -> None:
+        """Move time forward by ``seconds``, waking every sleeper due on the way at its own
+        time and waiting for the run to settle after each."""
+        target = self._now + seconds
+        while self._sleepers and self._sleepers[0][0] <= target:
+            at, _, waiter = heapq.heappop(self._sleepers)
+            if waiter.done():  # its sleep was cancelled
+                continue
+            self._now = at
+            self._idle.clear()
+            waiter.set_result(None)
+            self.woken.append(at)
+            await self._idle.wait()
+        self._now = target
+
+
+# -- people -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A person's answer to a human task."""
+
+    values: dict[str, Any]
+    responded_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A person's decision on an actor call."""
+
+    approve: bool
+    arguments: dict[str, Any] | None = None
+    reason: str = ""
+    by: str | None = None
+
+
+class HumanPort(Protocol):
+    async def ask(self, request: AwaitInput, problem: str | None = None) -> Answer:
+        """Ask for the task's fields; ``problem`` says why the previous answer was refused."""
+        ...
+
+    async def confirm(self, request: AwaitConfirmation) -> Decision:
+        """Ask whether the actor call may run (maybe with edited arguments)."""
+        ...
