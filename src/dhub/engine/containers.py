@@ -202,7 +202,8 @@ class Containers:
         key = node_key(frame, node.id)
         race = self.state.parallels.pop(key)
         for branch_id in race["open"]:
-            self._cancel_frame(f"{key}@{branch_id}")
+            if f"{key}@{branch_id}" in self.state.frames:  # an empty branch has no frame
+                self._cancel_frame(f"{key}@{branch_id}")
             self.walk.trace("branch.cancelled", frame, node.id, branch=branch_id)
         self.walk.stop_timer(key)
         if isinstance(outcome, NodeFailure):
