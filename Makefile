@@ -4,7 +4,7 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test install install-dev uv-available lint typecheck bench clean
+.PHONY: run test install install-dev uv-available sandbox-tools lint typecheck bench clean
 
 # uv manages the virtualenv; install it with pip when the machine has none.
 UV := $(shell command -v uv 2>/dev/null)
@@ -15,10 +15,19 @@ endif
 uv-available:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 
-install: uv-available
+# User code runs under bubblewrap (docs/sandbox.md): install the Debian package when missing.
+sandbox-tools:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q bubblewrap >/dev/null; } || \
+	  { echo "Could not install bubblewrap: install it (Debian/Ubuntu: apt-get install bubblewrap)," \
+	         "or set DHUB_SANDBOX=unsafe to run user code without isolation." >&2; exit 1; }; }
+
+install: uv-available sandbox-tools
 	$(UV) sync --frozen --inexact --no-dev  # --inexact: keep the dev tools `make test` installed
 
-install-dev: uv-available
+install-dev: uv-available sandbox-tools
 	$(UV) sync --frozen --group dev
 
 run: install

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dhub.api.app import create_app
+from dhub.sandbox.runner import SandboxSettings
 from dhub.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,6 +28,8 @@ SHARED = ROOT.parent / "shared"
 FIXTURES = SHARED / "fixtures" / "agents"
 SEED = SHARED / "seed"
 ADMIN_TOKEN = "dhub_test_admin_token"
+# Dependency environments built by tests outlive a session, so a rerun does not reinstall.
+SANDBOX_ENVS = Path(tempfile.gettempdir()) / "dhub-test-envs"
 PG_URL = os.environ.get("DHUB_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
 TABLES = (
     "agent_versions", "resource_tags", "resource_owners", "agents", "tokens", "users", "groups",
@@ -101,3 +105,8 @@ def client(settings: Settings) -> Iterator[TestClient]:
     with TestClient(create_app(settings)) as c:
         c.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
         yield c
+
+
+def sandbox_settings(**overrides: Any) -> SandboxSettings:
+    """The sandbox as the product runs it (bubblewrap, warm pool), with test-owned envs."""
+    return SandboxSettings(envs_dir=SANDBOX_ENVS, **overrides)

@@ -12,7 +12,6 @@ import itertools
 import os
 import time
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,10 +28,11 @@ from dhub.runtime.ports import (
     ModelPort,
     NoModel,
     RealClock,
-    SubprocessFunctions,
+    SandboxFunctions,
 )
 from dhub.runtime.scripted_model import ScriptedModel
-from tests.conftest import FIXTURES, load_json
+from dhub.sandbox.runner import SandboxRunner
+from tests.conftest import FIXTURES, load_json, sandbox_settings
 
 pytestmark = pytest.mark.asyncio
 
@@ -164,16 +164,22 @@ async def run(
     human: Person | None = None,
     observer: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunResult:
-    async with asyncio.timeout(LIMIT):
-        return await run_workflow(
-            compile_document(doc),
-            inputs,
-            functions=functions or SubprocessFunctions(),
-            model=model or NoModel(),
-            clock=clock or RealClock(),
-            human=human or Person(),
-            observer=observer,
-        )
+    own = functions is None
+    port = functions or SandboxFunctions(SandboxRunner(sandbox_settings()))
+    try:
+        async with asyncio.timeout(LIMIT):
+            return await run_workflow(
+                compile_document(doc),
+                inputs,
+                functions=port,
+                model=model or NoModel(),
+                clock=clock or RealClock(),
+                human=human or Person(),
+                observer=observer,
+            )
+    finally:
+        if own and isinstance(port, SandboxFunctions):
+            await port.close()
 
 
 def of_type(result: RunResult, kind: str) -> list[dict[str, Any]]:
@@ -245,7 +251,7 @@ async def test_fan_out_branches_are_all_in_flight_at_once() -> None:
         [("start", "a"), ("start", "b"), ("start", "c"),
          ("a", "join"), ("b", "join"), ("c", "join"), ("join", "end")],
     )  # fmt: skip
-    gate = Gate(SubprocessFunctions(), {"a", "b", "c"})
+    gate = Gate(SandboxFunctions(SandboxRunner(sandbox_settings(warm=False))), {"a", "b", "c"})
     result = await run(doc, {}, functions=gate)  # sequential calls would time out at the gate
     assert result.outputs == {"text": "123"}
 
@@ -262,7 +268,7 @@ async def test_parallel_branches_are_all_in_flight_at_once() -> None:
         ],
         [("start", "par"), ("par", "end")],
     )
-    gate = Gate(SubprocessFunctions(), {"bx", "by", "bz"})
+    gate = Gate(SandboxFunctions(SandboxRunner(sandbox_settings(warm=False))), {"bx", "by", "bz"})
     result = await run(doc, {}, functions=gate)
     assert result.outputs == {"v": "xyz"}
 
@@ -303,34 +309,40 @@ async def test_join_any_cancels_the_losing_calls() -> None:
     assert cancelled == {"slow1", "slow2"}
 
 
-async def test_a_cancelled_call_leaves_no_process_behind(tmp_path: Path) -> None:
-    marker = "27.1828"  # an unusual sleep length to find the grandchild by
-    ready = tmp_path / "slow-is-running"
+async def test_a_cancelled_call_leaves_no_process_behind() -> None:
+    marker = "27.1828"  # an unusual sleep length to find the grandchildren by
     slow = (
-        "import pathlib, subprocess, time\n"
-        "def main(ready):\n"
+        "import subprocess, time\n"
+        "def main():\n"
         f"    subprocess.Popen(['sleep', '{marker}'])\n"
-        "    pathlib.Path(ready).touch()\n"
         "    time.sleep(30)\n"
-    )
-    fast = (
-        "import os, time\n"
-        "def main(ready):\n"
-        "    while not os.path.exists(ready):\n"
-        "        time.sleep(0.01)\n"
-        "    return {'v': 'fast'}\n"
     )
     doc = race("any")
     by_id = {n["id"]: n for n in doc["nodes"]}
-    by_id["start"]["config"]["variables"] = [{"name": "ready", "type": "string"}]
-    by_id["f"]["config"].update(source=fast, input_mappings={"ready": "{{ ready }}"})
+    by_id["f"]["config"].update(source="def main():\n    return {'v': 'fast'}\n")
     for loser in ("s1", "s2"):
-        by_id[loser]["config"].update(source=slow, input_mappings={"ready": "{{ ready }}"})
+        by_id[loser]["config"].update(source=slow)
+    sandbox = SandboxFunctions(SandboxRunner(sandbox_settings(warm=False)))
+    # The winner may finish only once both losers are running (sandboxes share no files, so
+    # the port, which sees the host's processes, holds it back).
+    port = Hold(sandbox, "f", lambda: _count(["sleep", marker]) >= 2)
     started = time.monotonic()
-    result = await run(doc, {"ready": str(ready)})
+    result = await run(doc, {}, functions=port)
     assert result.outputs == {"winner": "fast", "v": "fast"}
-    assert time.monotonic() - started < 15  # not the slow call's 30 s
+    assert time.monotonic() - started < 15  # not the slow calls' 30 s
     assert await _gone(["sleep", marker])
+
+
+class Hold:
+    """A function port that starts ``node``'s call only once ``ready()`` holds."""
+
+    def __init__(self, inner: FunctionPort, node: str, ready: Callable[[], bool]) -> None:
+        self.inner, self.node, self.ready = inner, node, ready
+
+    async def call(self, request: CallFunction) -> Done:
+        while request.node_id == self.node and not self.ready():  # noqa: ASYNC110 - polls /proc
+            await asyncio.sleep(0.02)
+        return await self.inner.call(request)
 
 
 async def _gone(argv: list[str]) -> bool:
@@ -343,16 +355,20 @@ async def _gone(argv: list[str]) -> bool:
 
 
 def _running(argv: list[str]) -> bool:
+    return _count(argv) > 0
+
+
+def _count(argv: list[str]) -> int:
     wanted = [a.encode() for a in argv]
+    count = 0
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    if f.read().split(b"\0")[: len(wanted)] == wanted:
-                        return True
+                    count += f.read().split(b"\0")[: len(wanted)] == wanted
             except OSError:
                 continue
-    return False
+    return count
 
 
 async def test_cancelling_the_run_cancels_its_calls_and_says_so() -> None:

@@ -24,8 +24,10 @@ from dhub.engine.compile import CompiledGraph, compile_document
 from dhub.engine.stepper import Stepper
 from dhub.engine.values import InputError
 from dhub.runtime.executor import RunResult, run_workflow
-from dhub.runtime.ports import ModelPort, NoModel, RealClock, SubprocessFunctions
+from dhub.runtime.ports import ModelPort, NoModel, RealClock, SandboxFunctions
 from dhub.runtime.scripted_model import ScriptedModel
+from dhub.sandbox.runner import SandboxRunner, SandboxSettings
+from dhub.settings import Settings
 
 NO_PROVIDER_HINT = "To run it offline, pass --model-replies FILE: a JSON list of the replies."
 
@@ -72,18 +74,28 @@ def run_file(
     console = Console(stderr=True)
     view = LiveView(console)
     try:
-        result = asyncio.run(
-            run_workflow(
+        sandbox = SandboxSettings.from_env(Settings.from_env().data_dir)
+    except ValueError as exc:
+        _stop([f"Error: {exc}"], 2)
+
+    async def run() -> RunResult:
+        functions = SandboxFunctions(SandboxRunner(sandbox), owner=str(file.resolve()))
+        try:
+            return await run_workflow(
                 graph,
                 inputs,
-                functions=SubprocessFunctions(),
+                functions=functions,
                 model=model,
                 clock=RealClock(),
                 human=TerminalHuman(view),
                 observer=view.show,
                 context={"agent_id": graph.spec.name},
             )
-        )
+        finally:
+            await functions.close()
+
+    try:
+        result = asyncio.run(run())
     except KeyboardInterrupt:
         _stop(["Cancelled."], 130)
     _report(result)

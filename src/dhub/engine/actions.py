@@ -123,6 +123,7 @@ class FunctionRequest:
     inputs: dict[str, Any]
     timeout: float
     dependencies: tuple[str, ...]
+    network: bool = False
 
 
 def function_request(
@@ -154,6 +155,7 @@ def function_request(
         inputs,
         float(node.config.timeout),
         tuple(function.dependencies),
+        network=getattr(item, "options", {}).get("network") is True,
     )
 
 

@@ -67,6 +67,7 @@ class CallFunction:
     entry: str | None = None
     dependencies: tuple[str, ...] = ()
     frame: str = ""
+    network: bool = False  # the function's options allow network access
 
 
 @dataclass(frozen=True)

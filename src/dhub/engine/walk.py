@@ -187,6 +187,7 @@ class Walk:
                 request.entry,
                 request.dependencies,
                 frame,
+                request.network,
             )
         )
 

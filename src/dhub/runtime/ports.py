@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dhub.engine.state import AwaitConfirmation, AwaitInput, CallFunction, CallModel, Done
-from dhub.runtime.functions import FunctionResult, SubprocessFunctionRunner
+from dhub.sandbox.runner import FunctionCall, SandboxRunner
+from dhub.sandbox.worker import FunctionResult
 
 
 class PortError(Exception):
@@ -39,27 +40,40 @@ class FunctionPort(Protocol):
         ...
 
 
-class SubprocessFunctions:
-    """The function port over the plain subprocess runner: result kinds become error kinds."""
+class SandboxFunctions:
+    """The function port over the sandbox runner (DESIGN.md 5): result kinds become error
+    kinds. ``owner`` (an agent version, a file) keys the warm workers, with the node id, so a
+    worker serves one function of one owner only."""
 
-    def __init__(self, runner: SubprocessFunctionRunner | None = None) -> None:
-        self._runner = runner or SubprocessFunctionRunner()
+    def __init__(self, runner: SandboxRunner | None = None, owner: str = "") -> None:
+        self.runner = runner or SandboxRunner()
+        self._owner = owner
 
     async def call(self, request: CallFunction) -> Done:
-        # ``dependencies`` are not installed here: the child is this interpreter, so only what
-        # is already importable works until the sandbox (DESIGN.md 5) installs them.
-        result = await self._runner.call(
-            request.source, request.inputs, request.timeout, entry=request.entry
+        result = await self.runner.call(
+            FunctionCall(
+                source=request.source,
+                inputs=request.inputs,
+                timeout=request.timeout,
+                entry=request.entry,
+                dependencies=request.dependencies,
+                network=request.network,
+                owner=f"{self._owner}#{request.node_id}",
+            )
         )
         if result.ok:
             return Done(request.command_id, True, result.value)
         return Done(request.command_id, False, error=function_error(result))
 
+    async def close(self) -> None:
+        """End the warm workers."""
+        await self.runner.close()
+
 
 def function_error(result: FunctionResult) -> dict[str, Any]:
     """A failed result as a Done error: ``kind`` and a message a person can read on its own."""
     message = result.message or f"the function failed ({result.kind})"
-    if result.error_type and result.kind == "exception":
+    if result.error_type and result.kind == "exception" and result.error_type != "ProcessDied":
         message = f"{result.error_type}: {message}" if result.message else result.error_type
     error: dict[str, Any] = {"kind": result.kind, "message": message}
     if result.traceback:

@@ -1,0 +1,147 @@
+"""The program that runs inside the sandbox: one function, one or many calls (DESIGN.md 5).
+
+It is started as a file (``python -I child.py``) inside bubblewrap, never imported by the
+server, and uses the standard library only. Protocol, one JSON document per line:
+
+- stdin line 1, the setup: ``{"source", "entry", "uid", "limits"}``. The process drops to
+  ``uid`` (when it starts as root), sets its resource limits, runs the source once and resolves
+  the entry point, then answers ``{"kind": "ready"}`` or an error.
+- every further stdin line, a call: ``{"inputs", "cpu"}``; the answer is ``{"kind": "ok",
+  "value"}`` or ``{"kind": "exception" | "memory" | "invalid_output", "message", ...}``.
+
+Answers go to the original stdout; the user's ``print`` goes to stderr, so nothing a function
+prints can forge an answer.
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import os
+import resource
+import sys
+import traceback
+import types
+from typing import Any, TextIO
+
+SOURCE_NAME = "<function>"
+
+
+def main() -> None:
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)  # the user's prints (and any C library writes to fd 1) go to stderr
+    sys.stdout = sys.stderr
+    setup = json.loads(sys.stdin.readline())
+    _drop_privileges(setup.get("uid"))
+    _limit(setup.get("limits") or {})
+    entry, problem = _load(setup["source"], setup.get("entry"))
+    _answer(answers, problem or {"kind": "ready"})
+    if entry is None:
+        return
+    for line in sys.stdin:
+        request = json.loads(line)
+        _cpu_budget(float(request.get("cpu") or 0))
+        _answer(answers, _call(entry, request.get("inputs") or {}))
+
+
+def _drop_privileges(uid: int | None) -> None:
+    """Started as root (a root server): become an unprivileged user of our own, so process
+    limits count this sandbox alone and no capability is left."""
+    if uid is None or os.getuid() != 0:
+        return
+    os.setgroups([])
+    os.setgid(uid)
+    os.setuid(uid)
+
+
+def _limit(limits: dict[str, Any]) -> None:
+    pairs = {
+        "memory": resource.RLIMIT_AS,
+        "processes": resource.RLIMIT_NPROC,
+        "file_size": resource.RLIMIT_FSIZE,
+        "open_files": resource.RLIMIT_NOFILE,
+        "cpu": resource.RLIMIT_CPU,
+    }
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    for name, which in pairs.items():
+        value = limits.get(name)
+        if value:
+            resource.setrlimit(which, (int(value), int(value)))
+
+
+def _cpu_budget(seconds: float) -> None:
+    """Each call gets ``seconds`` of CPU from now, within the worker's lifetime budget (the
+    hard limit): past it the kernel ends the process with SIGXCPU."""
+    if seconds <= 0:
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft = int(usage.ru_utime + usage.ru_stime + seconds) + 1
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def _load(source: str, wanted: str | None) -> tuple[Any, dict[str, Any] | None]:
+    namespace: dict[str, Any] = {"__name__": "__dhub_function__"}
+    # Tracebacks then quote the user's lines, not just their numbers.
+    linecache.cache[SOURCE_NAME] = (len(source), None, source.splitlines(True), SOURCE_NAME)
+    try:
+        exec(compile(source, SOURCE_NAME, "exec"), namespace)
+    except BaseException as exc:  # the source itself failed: same shape as a call's failure
+        return None, _failure(exc)
+    entry = _entry_point(namespace, wanted)
+    if entry is None:
+        message = "no entry point: define main(...), or exactly one top-level function"
+        return None, {"kind": "exception", "type": "LookupError", "message": message}
+    return entry, None
+
+
+def _entry_point(namespace: dict[str, Any], wanted: str | None) -> Any:
+    """The function named like the tool, else the only top-level function, else ``main``."""
+    named = namespace.get(wanted) if wanted else None
+    if isinstance(named, types.FunctionType):
+        return named
+    own = [
+        value
+        for value in namespace.values()
+        if isinstance(value, types.FunctionType) and value.__module__ == "__dhub_function__"
+    ]
+    if len(own) == 1:
+        return own[0]
+    main = namespace.get("main")
+    return main if isinstance(main, types.FunctionType) else None
+
+
+def _call(entry: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    try:
+        value = entry(**inputs)
+    except BaseException as exc:
+        return _failure(exc)
+    try:
+        return {"kind": "ok", "value": json.loads(json.dumps(value))}
+    except (TypeError, ValueError) as exc:
+        return {"kind": "invalid_output", "message": f"the result is not JSON: {exc}"}
+
+
+def _failure(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, MemoryError):
+        return {"kind": "memory", "message": "the function ran out of memory (MemoryError)"}
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    # Only the user's frames: ours (this file) say nothing about their code.
+    user = [ln for ln in lines if f'File "{SOURCE_NAME}"' in ln or not ln.startswith("  File")]
+    return {
+        "kind": "exception",
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "traceback": "".join(user),
+    }
+
+
+def _answer(out: TextIO, answer: dict[str, Any]) -> None:
+    out.write(json.dumps(answer) + "\n")
+    out.flush()
+
+
+if __name__ == "__main__":
+    main()

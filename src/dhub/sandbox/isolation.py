@@ -1,0 +1,156 @@
+"""How a sandboxed interpreter is started: the bubblewrap command line, and the explicit unsafe
+alternative (DESIGN.md 5).
+
+Under bubblewrap the function sees a new root made of read-only binds (``/usr``, a few files of
+``/etc``, the Python installation, its dependency environment and the child program), a
+private ``/tmp`` and working directory ``/work`` (both empty tmpfs), its own ``/proc`` and
+``/dev``, and new PID, IPC, UTS and network namespaces (no network unless the function's
+options ask for it). None of the server's files, environment variables or secrets exist there.
+The child then drops to an unprivileged user of its own and sets its resource limits
+(child.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+CHILD = Path(__file__).with_name("child.py")
+CHILD_INSIDE = "/sandbox/child.py"
+# What a Python program may need of /etc: the loader cache, time zone, TLS roots, name lookup.
+ETC = (
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/resolv.conf",
+    "/etc/hosts",
+    "/etc/nsswitch.conf",
+    "/etc/mime.types",
+)
+
+
+class SandboxUnavailable(Exception):
+    """User code cannot be run safely here; the message says why and what to do."""
+
+
+class Isolation(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def command(self, python: str, site: bool, binds: tuple[str, ...], network: bool) -> list[str]:
+        """The argv starting the child program with ``python``; ``site`` False runs it with
+        no site-packages at all (a function without dependencies sees the standard library
+        only); ``binds`` are extra read-only paths it needs (its environment)."""
+        ...
+
+    async def check(self) -> None:
+        """Raise SandboxUnavailable when this isolation cannot start here."""
+        ...
+
+
+@dataclass(frozen=True)
+class Bubblewrap:
+    bwrap: str = "bwrap"
+    name: str = "bubblewrap"
+
+    def command(self, python: str, site: bool, binds: tuple[str, ...], network: bool) -> list[str]:
+        args = [self.bwrap, "--die-with-parent", "--new-session"]
+        args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        if os.geteuid() != 0:
+            args.append("--unshare-user")  # unprivileged bubblewrap works in a user namespace
+        if not network:
+            args.append("--unshare-net")
+        args += ["--ro-bind", "/usr", "/usr"]
+        for link in ("bin", "lib", "lib64", "sbin"):
+            if Path(f"/{link}").is_symlink():
+                args += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
+        args += ["--perms", "0755", "--dir", "/etc"]
+        for path in ETC:
+            if Path(path).exists():
+                args += ["--ro-bind", path, path]
+        made: set[str] = {"/", "/usr", "/etc"}
+        for path in (_prefix(python), *binds):
+            args += _parents(path, made)
+            args += ["--ro-bind", path, path]
+        args += ["--ro-bind", str(CHILD), CHILD_INSIDE]
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/work"]
+        args += ["--chdir", "/work", "--clearenv"]
+        for key, value in _ENVIRONMENT.items():
+            args += ["--setenv", key, value]
+        return [*args, python, *_python_flags(site), CHILD_INSIDE]
+
+    async def check(self) -> None:
+        if shutil.which(self.bwrap) is None:
+            raise SandboxUnavailable(
+                "bubblewrap is not installed: install the Debian package 'bubblewrap' "
+                "(make install does), or set DHUB_SANDBOX=unsafe to run user code without "
+                "isolation (never on a shared server)"
+            )
+        probe = self.command(sys.executable, False, (), False)
+        cut = probe.index(sys.executable)
+        proc = await asyncio.create_subprocess_exec(
+            *probe[:cut], "/usr/bin/env", "true",
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        _, err = await proc.communicate()
+        if proc.returncode != 0:
+            reason = err.decode(errors="replace").strip() or f"exit code {proc.returncode}"
+            raise SandboxUnavailable(
+                f"bubblewrap cannot start here ({reason}); it needs user namespaces or root. "
+                "Enable them, or set DHUB_SANDBOX=unsafe to run user code without isolation "
+                "(never on a shared server)"
+            )
+
+
+@dataclass(frozen=True)
+class Unsafe:
+    """No isolation: the operator chose it explicitly (DHUB_SANDBOX=unsafe). The child still
+    runs in its own process with its limits, but sees the machine as the server does."""
+
+    name: str = "unsafe"
+
+    def command(self, python: str, site: bool, binds: tuple[str, ...], network: bool) -> list[str]:
+        return [python, *_python_flags(site), str(CHILD)]
+
+    async def check(self) -> None:
+        return None
+
+
+_ENVIRONMENT = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/work",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+
+
+def _python_flags(site: bool) -> list[str]:
+    # -I: no user site, no PYTHON* variables, no script directory on sys.path; -S: no
+    # site-packages either, for functions that declared no dependencies.
+    return ["-I"] if site else ["-I", "-S"]
+
+
+def _prefix(python: str) -> str:
+    """The installation a Python executable belongs to (``.../bin/python3`` -> ``...``)."""
+    return str(Path(os.path.realpath(python)).parent.parent)
+
+
+def _parents(path: str, made: set[str]) -> list[str]:
+    """Directories leading to ``path`` in the new root, traversable by the sandbox's user
+    (bubblewrap would otherwise create them private to root)."""
+    args: list[str] = []
+    for parent in reversed(Path(path).parents):
+        text = str(parent)
+        if text not in made:
+            made.add(text)
+            args += ["--perms", "0755", "--dir", text]
+    return args

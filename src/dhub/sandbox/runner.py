@@ -1,0 +1,124 @@
+"""The sandbox runner: every call of user Python goes through here (DESIGN.md 5).
+
+A call names its function (source, entry point, dependencies, network option) and its owner
+(the agent version and node it belongs to). The runner makes sure the dependency environment
+exists, then runs the call on a warm worker of that exact function and owner, or on a fresh
+one. If the configured isolation cannot start on this machine, every call fails with a
+``sandbox`` error saying why: user code never runs unisolated unless the operator chose
+``DHUB_SANDBOX=unsafe``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dhub.sandbox.envs import DependencyError, Environments, base_python
+from dhub.sandbox.isolation import Bubblewrap, Isolation, SandboxUnavailable, Unsafe
+from dhub.sandbox.pool import WarmPool
+from dhub.sandbox.worker import FunctionResult, Limits, Worker
+
+# Each sandbox of a root server runs as its own unprivileged user, picked from this range, so
+# a process limit counts that sandbox alone and sandboxes cannot signal each other.
+_UIDS = range(200_000, 265_000)
+
+
+@dataclass(frozen=True)
+class FunctionCall:
+    source: str
+    inputs: dict[str, Any]
+    timeout: float
+    entry: str | None = None
+    dependencies: tuple[str, ...] = ()
+    network: bool = False
+    owner: str = ""  # agent version and node: a warm worker serves one owner's function only
+
+
+@dataclass(frozen=True)
+class SandboxSettings:
+    isolation: str = "bubblewrap"  # or "unsafe", only when the operator says so
+    envs_dir: Path = Path(".dhub/envs")
+    limits: Limits = field(default_factory=Limits)
+    warm: bool = True
+    idle_per_key: int = 2
+    idle_total: int = 64
+
+    @classmethod
+    def from_env(cls, data_dir: Path) -> SandboxSettings:
+        env = os.environ
+        mode = env.get("DHUB_SANDBOX", "bubblewrap")
+        if mode not in ("bubblewrap", "unsafe"):
+            raise ValueError(f"DHUB_SANDBOX must be 'bubblewrap' or 'unsafe', not {mode!r}")
+        limits = Limits(
+            memory_bytes=int(env.get("DHUB_SANDBOX_MEMORY_MB", 2048)) << 20,
+            processes=int(env.get("DHUB_SANDBOX_PROCESSES", 64)),
+            output_bytes=int(env.get("DHUB_SANDBOX_OUTPUT_BYTES", 1 << 20)),
+        )
+        return cls(
+            isolation=mode,
+            envs_dir=data_dir / "envs",
+            limits=limits,
+            warm=env.get("DHUB_SANDBOX_WARM", "1") != "0",
+        )
+
+
+class SandboxRunner:
+    def __init__(self, settings: SandboxSettings | None = None) -> None:
+        self.settings = settings or SandboxSettings()
+        self.isolation: Isolation = (
+            Unsafe() if self.settings.isolation == "unsafe" else Bubblewrap()
+        )
+        self.environments = Environments(self.settings.envs_dir)
+        self.pool = WarmPool(self.settings.idle_per_key, self.settings.idle_total)
+        self._checked: asyncio.Task[str | None] | None = None
+
+    async def call(self, call: FunctionCall) -> FunctionResult:
+        unavailable = await self._unavailable()
+        if unavailable:
+            return FunctionResult("sandbox", message=unavailable)
+        try:
+            env = await self.environments.ensure(call.dependencies)
+        except DependencyError as exc:
+            return FunctionResult("dependency", message=str(exc))
+        python = str(env / "bin" / "python") if env else base_python()
+        command = self.isolation.command(
+            python, env is not None, (str(env),) if env else (), call.network
+        )
+        setup = {"source": call.source, "entry": call.entry, "uid": self._uid()}
+        limits = self.settings.limits
+
+        async def start() -> tuple[Worker | None, FunctionResult]:
+            return await Worker.start(command, {**setup, "uid": self._uid()}, limits)
+
+        key = (call.owner, _digest(call.source), call.entry, str(env), call.network)
+        return await self.pool.call(key, start, call.inputs, call.timeout, self.settings.warm)
+
+    async def _unavailable(self) -> str | None:
+        """Why user code cannot run here, checked once per runner."""
+        if self._checked is None:
+            self._checked = asyncio.ensure_future(self._check())
+        return await asyncio.shield(self._checked)
+
+    async def _check(self) -> str | None:
+        try:
+            await self.isolation.check()
+        except SandboxUnavailable as exc:
+            return str(exc)
+        return None
+
+    def _uid(self) -> int | None:
+        if self.isolation.name != "bubblewrap" or os.geteuid() != 0:
+            return None
+        return random.choice(_UIDS)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+
+def _digest(source: str) -> str:
+    return hashlib.sha256(source.encode()).hexdigest()

@@ -1,0 +1,217 @@
+"""One sandboxed interpreter serving one function: start it, call it, end it.
+
+A worker is started with its function's source (child.py loads it once) and then serves calls,
+one at a time, over its stdin/stdout. The server side enforces what the child cannot: the wall
+time of each call, the size of each answer, and the end of the whole process group when a call
+times out, is cancelled, or leaves the worker in a state nobody should reuse.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Literal
+
+ResultKind = Literal[
+    "ok",
+    "timeout",
+    "memory",
+    "exception",
+    "invalid_input",
+    "invalid_output",
+    "dependency",
+    "sandbox",
+]
+# After these the worker is ended instead of serving another call.
+_SPENT = frozenset({"timeout", "memory", "sandbox"})
+_STDERR_KEPT = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionResult:
+    kind: ResultKind
+    value: Any = None
+    error_type: str | None = None
+    message: str = ""
+    traceback: str = ""
+    stderr: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.kind == "ok"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-call and per-worker limits. Memory is address space (RLIMIT_AS), so it counts what
+    a process maps, not only what it touches; give numeric libraries room."""
+
+    memory_bytes: int = 2 << 30
+    processes: int = 64
+    output_bytes: int = 1 << 20
+    file_size_bytes: int = 64 << 20
+    open_files: int = 256
+    worker_cpu_seconds: int = 3600  # a warm worker's whole life; each call gets its timeout
+    start_seconds: float = 30.0  # interpreter start and the source's own imports
+
+    def for_child(self) -> dict[str, int]:
+        return {
+            "memory": self.memory_bytes,
+            "processes": self.processes,
+            "file_size": self.file_size_bytes,
+            "open_files": self.open_files,
+            "cpu": self.worker_cpu_seconds,
+        }
+
+
+class Worker:
+    def __init__(self, proc: asyncio.subprocess.Process, limits: Limits) -> None:
+        self._proc = proc
+        self._limits = limits
+        self._stderr: deque[bytes] = deque()
+        self._stderr_size = 0
+        self._drain = asyncio.create_task(self._read_stderr())
+        self.usable = True
+
+    @classmethod
+    async def start(
+        cls, command: list[str], setup: dict[str, Any], limits: Limits
+    ) -> tuple[Worker | None, FunctionResult]:
+        """A ready worker, or None and why it could not start (``sandbox`` when the sandbox
+        itself failed, the source's own error otherwise)."""
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                limit=limits.output_bytes + 4096, env=_START_ENVIRONMENT,
+            )  # fmt: skip
+        except OSError as exc:
+            return None, FunctionResult("sandbox", message=f"cannot start the sandbox: {exc}")
+        worker = cls(proc, limits)
+        answer = await worker._exchange(
+            {**setup, "limits": limits.for_child()}, limits.start_seconds
+        )
+        if answer.kind == "ok" and answer.value == "ready":
+            return worker, answer
+        await worker.stop()
+        if (
+            answer.kind == "exception"
+            and answer.error_type == "ProcessDied"
+            and not answer.traceback
+        ):
+            stderr = answer.stderr.strip()
+            message = f"the sandbox did not start: {stderr or answer.message}"
+            return None, FunctionResult("sandbox", message=message, stderr=answer.stderr)
+        return None, answer
+
+    async def call(self, inputs: dict[str, Any], seconds: float) -> FunctionResult:
+        """One call, within ``seconds`` of wall time and as many of CPU time."""
+        try:
+            result = await self._exchange({"inputs": inputs, "cpu": seconds}, seconds)
+        except asyncio.CancelledError:
+            await self.stop()  # an abandoned call must not run on, unowned
+            raise
+        if result.kind in _SPENT or result.error_type == "ProcessDied":
+            await self.stop()
+        return result
+
+    async def _exchange(self, message: dict[str, Any], seconds: float) -> FunctionResult:
+        mark = self._stderr_size
+        proc = self._proc
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            await proc.stdin.drain()
+            line = await asyncio.wait_for(proc.stdout.readline(), seconds)
+        except TimeoutError:
+            await self.stop()
+            return FunctionResult(
+                "timeout", message=f"no result within {seconds:g} s", stderr=self._err(mark)
+            )
+        except (ValueError, asyncio.LimitOverrunError):  # an answer over the size limit
+            await self.stop()
+            size = self._limits.output_bytes
+            return FunctionResult(
+                "invalid_output", message=f"the result is over {size} bytes", stderr=self._err(mark)
+            )
+        except (BrokenPipeError, ConnectionResetError):
+            line = b""
+        if not line:
+            return await self._died(mark)
+        return _parse(line, self._err(mark))
+
+    async def _died(self, mark: int) -> FunctionResult:
+        """The process ended without answering: say how."""
+        code = await self._proc.wait()
+        await asyncio.wait({self._drain}, timeout=1)
+        self.usable = False
+        stderr = self._err(mark)
+        if code == -signal.SIGXCPU:
+            return FunctionResult(
+                "timeout", message="the CPU time limit was reached", stderr=stderr
+            )
+        if code < 0:
+            how = f"was killed by {signal.Signals(-code).name}"
+        else:
+            how = f"exited with code {code}"
+        return FunctionResult(
+            "exception", error_type="ProcessDied", message=f"the function's process {how}",
+            stderr=stderr,
+        )  # fmt: skip
+
+    async def stop(self) -> None:
+        """End the worker and everything it started (its process group; the PID namespace of
+        the sandbox goes with its first process)."""
+        self.usable = False
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        await self._proc.wait()
+        self._drain.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._drain
+
+    async def _read_stderr(self) -> None:
+        """Keep the last bytes the function wrote to stderr, and never let the pipe fill."""
+        stream = self._proc.stderr
+        assert stream is not None
+        while chunk := await stream.read(65536):
+            self._stderr.append(chunk)
+            self._stderr_size += len(chunk)
+            while sum(map(len, self._stderr)) > _STDERR_KEPT * 2 and len(self._stderr) > 1:
+                self._stderr.popleft()
+
+    def _err(self, mark: int) -> str:
+        """What was written to stderr since ``mark`` (at most the last 10 kB)."""
+        new = self._stderr_size - mark
+        data = b"".join(self._stderr)[-min(new, _STDERR_KEPT) :] if new > 0 else b""
+        return data.decode(errors="replace")
+
+
+# The sandbox's own environment is set inside it (--clearenv); this is what bubblewrap itself
+# runs with, so no secret of the server's reaches even the launcher.
+_START_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def _parse(line: bytes, stderr: str) -> FunctionResult:
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        return FunctionResult(
+            "sandbox", message="the sandbox sent an unreadable answer", stderr=stderr
+        )
+    kind = reply.get("kind")
+    if kind in ("ready", "ok"):
+        return FunctionResult("ok", value=reply.get("value", "ready"), stderr=stderr)
+    return FunctionResult(
+        kind if kind in ("exception", "memory", "invalid_output") else "sandbox",
+        error_type=reply.get("type"),
+        message=str(reply.get("message", "")),
+        traceback=str(reply.get("traceback", "")),
+        stderr=stderr,
+    )
