@@ -48,6 +48,7 @@ bench: uv-available
 	$(BIN)/python bench/api_latency.py
 	$(BIN)/python bench/access_list.py
 	$(BIN)/python bench/engine_overhead.py
+	$(BIN)/python bench/sandbox.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

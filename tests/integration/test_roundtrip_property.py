@@ -38,18 +38,45 @@ def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.none() | strategy
 
 
+# Create-time rules (sandbox/spec.py): the source defines an entry point, inputs/outputs are
+# JSON schemas, decorators wrap the entry point with valid arguments, each at most once.
+main_source = st.sampled_from(
+    ["def main(x):\n    return x\n", "def main(x: int, y: str = 'a') -> dict:\n    return {}\n"]
+)
+schemas = st.fixed_dictionaries({"type": var_type}, optional={"description": text})
+DECORATOR_ARGUMENTS = {
+    "retry": st.fixed_dictionaries(
+        {"attempts": st.integers(1, 10)},
+        optional={"delay": st.integers(0, 60), "backoff": st.sampled_from(["fixed", "linear"])},
+    ),
+    "timeout": st.fixed_dictionaries({"seconds": seconds}),
+    "cache": st.fixed_dictionaries({"ttl": seconds}),
+    "rate_limit": st.fixed_dictionaries({"calls": st.integers(1, 100), "period": seconds}),
+}
+
+
 def function_spec() -> st.SearchStrategy[dict[str, Any]]:
-    decorator = st.fixed_dictionaries(
-        {"decorator": st.sampled_from(KNOWN_DECORATORS), "name": ident},
-        optional={"arguments": json_object},
+    decorators = st.lists(st.sampled_from(KNOWN_DECORATORS), max_size=2, unique=True).flatmap(
+        lambda kinds: st.tuples(
+            *(
+                st.fixed_dictionaries(
+                    {
+                        "decorator": st.just(k),
+                        "name": st.just("main"),
+                        "arguments": DECORATOR_ARGUMENTS[k],
+                    }
+                )
+                for k in kinds
+            )
+        ).map(list)
     )
     return st.fixed_dictionaries(
-        {"source": text},
+        {"source": main_source},
         optional={
-            "inputs": json_object,
-            "outputs": json_object,
+            "inputs": st.dictionaries(ident, schemas, max_size=2),
+            "outputs": st.dictionaries(ident, schemas, max_size=2),
             "dependencies": st.lists(ident, max_size=2),
-            "decorators": st.lists(decorator, max_size=2),
+            "decorators": decorators,
         },
     )
 
@@ -119,8 +146,12 @@ def node_config(kind: str) -> st.SearchStrategy[dict[str, Any]]:
     configs: dict[str, st.SearchStrategy[dict[str, Any]]] = {
         "template": st.fixed_dictionaries({"template": text}, optional={"output": ident}),
         "code": st.fixed_dictionaries(
-            {"source": text},
-            optional={"input_mappings": mappings, "outputs": json_object, "timeout": seconds},
+            {"source": main_source},
+            optional={
+                "input_mappings": mappings,
+                "outputs": st.dictionaries(ident, var_type | schemas, max_size=2),
+                "timeout": seconds,
+            },
         ),
         "llm": st.fixed_dictionaries(
             {"model_provider": ident, "model": ident, "prompt": text},

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from dhub.sandbox.runner import FunctionCall, SandboxRunner
+from dhub.sandbox.spec import derive_parameters
 from dhub.sandbox.worker import FunctionResult, Limits
 from tests.conftest import sandbox_settings
 
@@ -146,3 +147,33 @@ def _running(argv: list[str]) -> bool:
             except OSError:
                 continue
     return False
+
+
+async def test_arguments_and_results_are_checked_against_the_schemas(
+    runner: SandboxRunner,
+) -> None:
+    refund = "def refund(amount: int, note: str = ''):\n    return {'refunded': amount}\n"
+    parameters = derive_parameters(refund, "refund").schema
+    bad = await runner.call(FunctionCall(refund, {"amount": "ten"}, 10, parameters=parameters))
+    assert bad.kind == "invalid_input" and "inputs.amount" in bad.message
+    wants = {"refunded": {"type": "string"}}
+    ok_args = FunctionCall(refund, {"amount": 3}, 10, parameters=parameters, outputs=wants)
+    wrong = await runner.call(ok_args)
+    assert wrong.kind == "invalid_output" and "outputs.refunded" in wrong.message
+
+
+async def test_decorators_act_across_calls_of_a_warm_worker(runner: SandboxRunner) -> None:
+    flaky = (
+        "calls = 0\n\ndef main():\n    global calls\n    calls += 1\n"
+        "    if calls < 3:\n        raise RuntimeError(f'try {calls}')\n    return calls\n"
+    )
+    retry = ({"decorator": "retry", "name": "main", "arguments": {"attempts": 3}},)
+    result = await runner.call(FunctionCall(flaky, {}, 10, owner="r", decorators=retry))
+    assert (result.kind, result.value) == ("ok", 3)
+    counter = "calls = 0\n\ndef main(x):\n    global calls\n    calls += 1\n    return calls\n"
+    cache = ({"decorator": "cache", "name": "main", "arguments": {"ttl": 600}},)
+    values = [
+        (await runner.call(FunctionCall(counter, {"x": x}, 10, owner="c", decorators=cache))).value
+        for x in (1, 1, 2, 1)
+    ]
+    assert values == [1, 1, 2, 1]  # the repeats came from the cache, not the function

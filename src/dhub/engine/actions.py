@@ -7,6 +7,7 @@ Every problem is a ``NodeFailure`` whose message names the node's field and says
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ from dhub.domain.nodes import (
 )
 from dhub.engine.expressions import ExpressionError, Expressions, Where
 from dhub.engine.values import InputError, check_output, coerce_inputs, operate
+from dhub.sandbox.spec import SpecError, derive_parameters, entry_point, parameters_from_inputs
 
 Scope = dict[str, Any]
 CONVERSATION = "conversation."
@@ -124,6 +126,9 @@ class FunctionRequest:
     timeout: float
     dependencies: tuple[str, ...]
     network: bool = False
+    parameters: dict[str, Any] | None = None
+    outputs: dict[str, Any] | None = None
+    decorators: tuple[dict[str, Any], ...] = ()
 
 
 def function_request(
@@ -156,7 +161,26 @@ def function_request(
         float(node.config.timeout),
         tuple(function.dependencies),
         network=getattr(item, "options", {}).get("network") is True,
+        parameters=_parameters(function.source, getattr(item, "name", None), function.inputs),
+        outputs=dict(function.outputs) or None,
+        decorators=tuple(d.model_dump(mode="json") for d in function.decorators),
     )
+
+
+def _parameters(source: str, name: str | None, inputs: dict[str, Any]) -> dict[str, Any] | None:
+    """The schema a tool's arguments must fit: its explicit ``inputs``, else its signature's
+    (read once per source). None when the source has no entry point: the sandbox says so."""
+    if inputs:
+        return parameters_from_inputs(inputs)
+    return _derived(source, name)
+
+
+@functools.lru_cache(maxsize=1024)
+def _derived(source: str, name: str | None) -> dict[str, Any] | None:
+    try:
+        return derive_parameters(source, entry_point(source, name)).schema
+    except SpecError:
+        return None
 
 
 def needs_confirmation(node: ActorCallWorkflowNode) -> bool:

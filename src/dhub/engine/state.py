@@ -68,6 +68,9 @@ class CallFunction:
     dependencies: tuple[str, ...] = ()
     frame: str = ""
     network: bool = False  # the function's options allow network access
+    parameters: dict[str, Any] | None = None  # JSON schema the inputs must fit (tools, actors)
+    outputs: dict[str, Any] | None = None  # name -> JSON schema the result must hold
+    decorators: tuple[dict[str, Any], ...] = ()  # {decorator, name, arguments}
 
 
 @dataclass(frozen=True)

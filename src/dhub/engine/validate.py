@@ -10,10 +10,11 @@ from pydantic import TypeAdapter, ValidationError
 
 from dhub.domain.agent import SERVER_OWNED_FIELDS, AgentSpec
 from dhub.domain.errors import FieldError, InvalidInput
-from dhub.domain.functions import ITEM_TAGS, KNOWN_DECORATORS
+from dhub.domain.functions import ITEM_TAGS
 from dhub.domain.nodes import NODE_TYPES
 from dhub.domain.pointers import from_validation_error, join
 from dhub.engine.graph_checks import check_workflow
+from dhub.sandbox.spec import Problem, code_problems, function_problems
 
 _UNION_TAGS = ITEM_TAGS | frozenset(NODE_TYPES) | {"int", "float"}
 _spec_adapter: TypeAdapter[AgentSpec] | None = None
@@ -52,11 +53,12 @@ _BOUNDS = (
     ),
 )
 
-_DECORATOR_PATHS = (
-    ("agent", "tools", "*", "function", "decorators", "*", "decorator"),
-    ("agent", "actors", "*", "function", "decorators", "*", "decorator"),
-    ("nodes", "*", "config", "tool", "function", "decorators", "*", "decorator"),
-    ("nodes", "*", "config", "actor", "function", "decorators", "*", "decorator"),
+# Where inline tools and actors sit; the item holds the name the entry point is looked up by.
+_FUNCTION_ITEMS = (
+    ("agent", "tools", "*"),
+    ("agent", "actors", "*"),
+    ("nodes", "*", "config", "tool"),
+    ("nodes", "*", "config", "actor"),
 )
 
 
@@ -101,17 +103,29 @@ def check_bounds(doc: dict[str, Any]) -> list[FieldError]:
                     "target_not_below_trigger",
                 )
             )
-    for path in _DECORATOR_PATHS:
-        for at, value in _walk(doc, path):
-            if isinstance(value, str) and value not in KNOWN_DECORATORS:
-                errors.append(
-                    FieldError(
-                        join(*at),
-                        f"Unknown decorator '{value}': use one of {', '.join(KNOWN_DECORATORS)}.",
-                        "unknown_decorator",
-                    )
-                )
     return errors
+
+
+def check_functions(doc: dict[str, Any]) -> list[FieldError]:
+    """Inline functions (entry point, schemas, decorators) and code nodes' sources, read
+    without running them (sandbox/spec.py)."""
+    errors: list[FieldError] = []
+    for path in _FUNCTION_ITEMS:
+        for at, item in _walk(doc, path):
+            function = item.get("function") if isinstance(item, dict) else None
+            if isinstance(function, dict):
+                name = item.get("name")
+                problems = function_problems(function, name if isinstance(name, str) else None)
+                errors += _located((*at, "function"), problems)
+    for (_, i), node in _walk(doc, ("nodes", "*")):
+        config = node.get("config") if isinstance(node, dict) else None
+        if isinstance(config, dict) and node.get("type") == "code":
+            errors += _located(("nodes", i, "config"), code_problems(config))
+    return errors
+
+
+def _located(at: tuple[str | int, ...], problems: list[Problem]) -> list[FieldError]:
+    return [FieldError(join(*at, *p.at), p.message, p.code) for p in problems]
 
 
 # Envelope strings are also indexed columns; PostgreSQL text cannot hold NUL characters.
@@ -264,6 +278,7 @@ def collect_errors(doc: Any) -> tuple[AgentSpec | None, list[FieldError]]:
     except ValidationError as exc:
         errors.extend(from_validation_error(exc, body, _UNION_TAGS))
     errors.extend(check_bounds(body))
+    errors.extend(check_functions(body))
     errors.extend(check_text(body))
     errors.extend(check_modes(body))
     if body.get("mode") == "workflow":

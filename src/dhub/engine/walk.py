@@ -188,6 +188,9 @@ class Walk:
                 request.dependencies,
                 frame,
                 request.network,
+                request.parameters,
+                request.outputs,
+                request.decorators,
             )
         )
 

@@ -59,6 +59,9 @@ class SandboxFunctions:
                 dependencies=request.dependencies,
                 network=request.network,
                 owner=f"{self._owner}#{request.node_id}",
+                parameters=request.parameters,
+                outputs=request.outputs,
+                decorators=request.decorators,
             )
         )
         if result.ok:

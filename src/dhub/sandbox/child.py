@@ -6,8 +6,11 @@ server, and uses the standard library only. Protocol, one JSON document per line
 - stdin line 1, the setup: ``{"source", "entry", "uid", "limits"}``. The process drops to
   ``uid`` (when it starts as root), sets its resource limits, runs the source once and resolves
   the entry point, then answers ``{"kind": "ready"}`` or an error.
-- every further stdin line, a call: ``{"inputs", "cpu"}``; the answer is ``{"kind": "ok",
-  "value"}`` or ``{"kind": "exception" | "memory" | "invalid_output", "message", ...}``.
+- every further stdin line, a call: ``{"seq", "inputs", "cpu"}``; the answer is ``{"seq",
+  "kind": "ok", "value", "clean"}`` or ``{"seq", "kind": "exception" | "memory" |
+  "invalid_output", "message", ..., "clean"}``. ``seq`` lets the server drop an answer the
+  function forged itself (it can write to any descriptor it has); ``clean`` is false when the
+  call left a thread or a process running, and then the worker is not reused.
 
 Answers go to the original stdout; the user's ``print`` goes to stderr, so nothing a function
 prints can forge an answer.
@@ -20,11 +23,13 @@ import linecache
 import os
 import resource
 import sys
+import threading
 import traceback
 import types
 from typing import Any, TextIO
 
 SOURCE_NAME = "<function>"
+ALONE = False  # in a PID namespace of its own: every other process there was started by a call
 
 
 def main() -> None:
@@ -32,16 +37,19 @@ def main() -> None:
     os.dup2(2, 1)  # the user's prints (and any C library writes to fd 1) go to stderr
     sys.stdout = sys.stderr
     setup = json.loads(sys.stdin.readline())
+    global ALONE
+    ALONE = bool(setup.get("own_pid_namespace"))
     _drop_privileges(setup.get("uid"))
     _limit(setup.get("limits") or {})
     entry, problem = _load(setup["source"], setup.get("entry"))
-    _answer(answers, problem or {"kind": "ready"})
+    _answer(answers, {**(problem or {"kind": "ready"}), "seq": 0})
     if entry is None:
         return
     for line in sys.stdin:
         request = json.loads(line)
         _cpu_budget(float(request.get("cpu") or 0))
-        _answer(answers, _call(entry, request.get("inputs") or {}))
+        answer = _call(entry, request.get("inputs") or {})
+        _answer(answers, {**answer, "seq": request.get("seq"), "clean": _clean()})
 
 
 def _drop_privileges(uid: int | None) -> None:
@@ -66,7 +74,9 @@ def _limit(limits: dict[str, Any]) -> None:
     for name, which in pairs.items():
         value = limits.get(name)
         if value:
-            resource.setrlimit(which, (int(value), int(value)))
+            # CPU: the hard limit a second above, so reaching the budget sends SIGXCPU (which
+            # the server reports as a timeout) rather than SIGKILL.
+            resource.setrlimit(which, (int(value), int(value) + (name == "cpu")))
 
 
 def _cpu_budget(seconds: float) -> None:
@@ -78,8 +88,23 @@ def _cpu_budget(seconds: float) -> None:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     soft = int(usage.ru_utime + usage.ru_stime + seconds) + 1
     if hard != resource.RLIM_INFINITY:
-        soft = min(soft, hard)
+        # Below the hard limit, so the kernel sends SIGXCPU (a timeout), not SIGKILL.
+        soft = max(1, min(soft, hard - 1))
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def _clean() -> bool:
+    """Nothing of the call still runs: no thread besides this one, no process besides this
+    one and the sandbox's first process (its PID namespace shows only its own)."""
+    if threading.active_count() > 1:
+        return False
+    if not ALONE:
+        return True
+    mine = {1, os.getpid()}
+    try:
+        return all(int(p) in mine for p in os.listdir("/proc") if p.isdigit())
+    except OSError:
+        return False
 
 
 def _load(source: str, wanted: str | None) -> tuple[Any, dict[str, Any] | None]:

@@ -4,7 +4,7 @@
 (sandbox/spec.py), become a ``Policy`` applied here, on the server side of the sandbox, so
 that they hold across calls and workers:
 
-- ``retry`` {attempts, delay, backoff}: up to ``attempts`` tries in all, waiting ``delay`` ×
+- ``retry`` {attempts, delay, backoff}: up to ``attempts`` tries in all, waiting ``delay`` times
   (1, n or 2^(n-1) for fixed, linear, exponential) before retry n; a call that failed with an
   exception or a timeout is retried, one with bad input or a missing dependency is not.
 - ``timeout`` {seconds}: the call's wall time, when shorter than the node's own timeout.
@@ -108,7 +108,9 @@ class Decorators:
             self._store(cache_key, result, policy.cache_ttl)
         return result
 
-    async def _tries(self, key: Any, policy: Policy, seconds: float, invoke: Invoke) -> FunctionResult:
+    async def _tries(
+        self, key: Any, policy: Policy, seconds: float, invoke: Invoke
+    ) -> FunctionResult:
         attempt = 1
         while True:
             if policy.rate is not None:

@@ -101,7 +101,10 @@ class Environments:
                     ["venv", "--quiet", "--python", self.python, str(draft)], requirements
                 )
                 python = str(draft / "bin" / "python")
-                install = ["pip", "install", "--quiet", "--python", python, *requirements]
+                # Wheels only: building a source distribution would run the package's own
+                # code on the server, outside any sandbox.
+                install = ["pip", "install", "--quiet", "--no-build", "--python", python]
+                install += requirements
                 await self._run(install, requirements)
                 (draft / READY).write_text("\n".join(requirements) + "\n")
                 shutil.rmtree(place, ignore_errors=True)
@@ -113,16 +116,10 @@ class Environments:
             lock.close()
 
     async def _run(self, args: list[str], requirements: tuple[str, ...]) -> None:
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": os.environ.get("HOME", str(self.root)),
-            "UV_NO_CONFIG": "1",  # the server's own uv settings are not the function's
-        }
-        if "UV_CACHE_DIR" in os.environ:
-            env["UV_CACHE_DIR"] = os.environ["UV_CACHE_DIR"]
         proc = await asyncio.create_subprocess_exec(
             uv_binary(), *args,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env=_installer_environment(self.root), cwd=self.root,
         )  # fmt: skip
         try:
             _, err = await asyncio.wait_for(proc.communicate(), self._install_seconds)
@@ -135,6 +132,24 @@ class Environments:
             ) from None
         if proc.returncode != 0:
             raise DependencyError(_explain(err.decode(errors="replace"), requirements))
+
+
+# What an installer needs of the server's environment (where packages come from, which
+# certificates and proxies to trust), and nothing else: no DHUB_* secret reaches it.
+_PASSED = {"PATH", "HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "NO_PROXY", "no_proxy"}
+_PASSED_PREFIXES = ("UV_", "SSL_CERT_", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy",
+                    "https_proxy", "all_proxy")  # fmt: skip
+
+
+def _installer_environment(root: Path) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key in _PASSED or key.startswith(_PASSED_PREFIXES)
+    }
+    env.setdefault("HOME", str(root))
+    env.setdefault("PATH", "/usr/bin:/bin")
+    return env
 
 
 def _lock(path: Path) -> IO[str]:

@@ -15,13 +15,15 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from dhub.sandbox.envs import base_python
+
 CHILD = Path(__file__).with_name("child.py")
 CHILD_INSIDE = "/sandbox/child.py"
+ENV_INSIDE = "/sandbox/env"
 # What a Python program may need of /etc: the loader cache, time zone, TLS roots, name lookup.
 ETC = (
     "/etc/ld.so.cache",
@@ -43,10 +45,16 @@ class Isolation(Protocol):
     @property
     def name(self) -> str: ...
 
-    def command(self, python: str, site: bool, binds: tuple[str, ...], network: bool) -> list[str]:
-        """The argv starting the child program with ``python``; ``site`` False runs it with
-        no site-packages at all (a function without dependencies sees the standard library
-        only); ``binds`` are extra read-only paths it needs (its environment)."""
+    def command(self, python: str, env: str | None, network: bool) -> list[str]:
+        """The argv starting the child program with the interpreter ``python``, in the
+        dependency environment ``env`` (a virtual environment made from it), or with no
+        site-packages at all when there is none: a function without dependencies sees the
+        standard library only."""
+        ...
+
+    @property
+    def own_pid_namespace(self) -> bool:
+        """Whether the child sees only its own processes."""
         ...
 
     async def check(self) -> None:
@@ -59,13 +67,21 @@ class Bubblewrap:
     bwrap: str = "bwrap"
     name: str = "bubblewrap"
 
-    def command(self, python: str, site: bool, binds: tuple[str, ...], network: bool) -> list[str]:
+    @property
+    def own_pid_namespace(self) -> bool:
+        return True
+
+    def command(self, python: str, env: str | None, network: bool) -> list[str]:
         args = [self.bwrap, "--die-with-parent", "--new-session"]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if os.geteuid() != 0:
             args.append("--unshare-user")  # unprivileged bubblewrap works in a user namespace
         if not network:
             args.append("--unshare-net")
+        # The private, writable places first: binds made after them stay visible even when
+        # their host path lies under /tmp or /work.
+        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm"]
+        args += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/work"]
         args += ["--ro-bind", "/usr", "/usr"]
         for link in ("bin", "lib", "lib64", "sbin"):
             if Path(f"/{link}").is_symlink():
@@ -74,17 +90,17 @@ class Bubblewrap:
         for path in ETC:
             if Path(path).exists():
                 args += ["--ro-bind", path, path]
-        made: set[str] = {"/", "/usr", "/etc"}
-        for path in (_prefix(python), *binds):
-            args += _parents(path, made)
-            args += ["--ro-bind", path, path]
+        prefix = _prefix(python)
+        args += _parents(prefix, {"/", "/usr", "/etc", "/tmp", "/work"})
+        args += ["--ro-bind", prefix, prefix, "--perms", "0755", "--dir", "/sandbox"]
         args += ["--ro-bind", str(CHILD), CHILD_INSIDE]
-        args += ["--proc", "/proc", "--dev", "/dev"]
-        args += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/work"]
+        if env is not None:  # always at the same place inside: no host path to depend on
+            args += ["--ro-bind", env, ENV_INSIDE]
         args += ["--chdir", "/work", "--clearenv"]
         for key, value in _ENVIRONMENT.items():
             args += ["--setenv", key, value]
-        return [*args, python, *_python_flags(site), CHILD_INSIDE]
+        interpreter = f"{ENV_INSIDE}/bin/python" if env else python
+        return [*args, interpreter, *_python_flags(env is not None), CHILD_INSIDE]
 
     async def check(self) -> None:
         if shutil.which(self.bwrap) is None:
@@ -93,8 +109,9 @@ class Bubblewrap:
                 "(make install does), or set DHUB_SANDBOX=unsafe to run user code without "
                 "isolation (never on a shared server)"
             )
-        probe = self.command(sys.executable, False, (), False)
-        cut = probe.index(sys.executable)
+        python = base_python()
+        probe = self.command(python, None, False)
+        cut = probe.index(python)
         proc = await asyncio.create_subprocess_exec(
             *probe[:cut], "/usr/bin/env", "true",
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
@@ -116,8 +133,13 @@ class Unsafe:
 
     name: str = "unsafe"
 
-    def command(self, python: str, site: bool, binds: tuple[str, ...], network: bool) -> list[str]:
-        return [python, *_python_flags(site), str(CHILD)]
+    @property
+    def own_pid_namespace(self) -> bool:
+        return False
+
+    def command(self, python: str, env: str | None, network: bool) -> list[str]:
+        interpreter = f"{env}/bin/python" if env else python
+        return [interpreter, *_python_flags(env is not None), str(CHILD)]
 
     async def check(self) -> None:
         return None

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import itertools
 import os
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dhub.sandbox.decorators import Clock, Decorators, Policy
 from dhub.sandbox.envs import DependencyError, Environments, base_python
 from dhub.sandbox.isolation import Bubblewrap, Isolation, SandboxUnavailable, Unsafe
 from dhub.sandbox.pool import WarmPool
+from dhub.sandbox.schemas import CallInputError, CallOutputError, check_inputs, check_outputs
 from dhub.sandbox.worker import FunctionResult, Limits, Worker
 
 # Each sandbox of a root server runs as its own unprivileged user, picked from this range, so
@@ -37,12 +41,15 @@ class FunctionCall:
     dependencies: tuple[str, ...] = ()
     network: bool = False
     owner: str = ""  # agent version and node: a warm worker serves one owner's function only
+    parameters: dict[str, Any] | None = None  # JSON schema the inputs must fit
+    outputs: dict[str, Any] | None = None  # name -> JSON schema the result must hold
+    decorators: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
 class SandboxSettings:
     isolation: str = "bubblewrap"  # or "unsafe", only when the operator says so
-    envs_dir: Path = Path(".dhub/envs")
+    envs_dir: Path = Path(".dhub/envs")  # made absolute by the runner
     limits: Limits = field(default_factory=Limits)
     warm: bool = True
     idle_per_key: int = 2
@@ -68,16 +75,41 @@ class SandboxSettings:
 
 
 class SandboxRunner:
-    def __init__(self, settings: SandboxSettings | None = None) -> None:
+    def __init__(self, settings: SandboxSettings | None = None, clock: Clock | None = None) -> None:
         self.settings = settings or SandboxSettings()
+        self.decorators = Decorators(clock)
         self.isolation: Isolation = (
             Unsafe() if self.settings.isolation == "unsafe" else Bubblewrap()
         )
-        self.environments = Environments(self.settings.envs_dir)
+        self.environments = Environments(self.settings.envs_dir.resolve())
         self.pool = WarmPool(self.settings.idle_per_key, self.settings.idle_total)
         self._checked: asyncio.Task[str | None] | None = None
+        # Each worker its own uid, in turn from a random start (two runners rarely overlap).
+        start = random.randrange(len(_UIDS))
+        self._uids: Iterator[int] = itertools.cycle([*_UIDS[start:], *_UIDS[:start]])
 
     async def call(self, call: FunctionCall) -> FunctionResult:
+        """Check the arguments, run the call as its decorators say, check the result."""
+        if call.parameters:
+            try:
+                check_inputs(call.parameters, call.inputs)
+            except CallInputError as exc:
+                return FunctionResult("invalid_input", message=str(exc))
+        key = (call.owner, _digest(call.source), call.entry, call.dependencies, call.network)
+        policy = Policy.of(call.decorators)
+
+        async def invoke(seconds: float) -> FunctionResult:
+            return await self._run(call, key, seconds)
+
+        result = await self.decorators.run(key, policy, call.inputs, call.timeout, invoke)
+        if result.ok and call.outputs:
+            try:
+                check_outputs(call.outputs, result.value)
+            except CallOutputError as exc:
+                return FunctionResult("invalid_output", message=str(exc), stderr=result.stderr)
+        return result
+
+    async def _run(self, call: FunctionCall, key: Any, seconds: float) -> FunctionResult:
         unavailable = await self._unavailable()
         if unavailable:
             return FunctionResult("sandbox", message=unavailable)
@@ -85,18 +117,18 @@ class SandboxRunner:
             env = await self.environments.ensure(call.dependencies)
         except DependencyError as exc:
             return FunctionResult("dependency", message=str(exc))
-        python = str(env / "bin" / "python") if env else base_python()
-        command = self.isolation.command(
-            python, env is not None, (str(env),) if env else (), call.network
-        )
-        setup = {"source": call.source, "entry": call.entry, "uid": self._uid()}
+        command = self.isolation.command(base_python(), str(env) if env else None, call.network)
+        setup = {
+            "source": call.source,
+            "entry": call.entry,
+            "own_pid_namespace": self.isolation.own_pid_namespace,
+        }
         limits = self.settings.limits
 
         async def start() -> tuple[Worker | None, FunctionResult]:
             return await Worker.start(command, {**setup, "uid": self._uid()}, limits)
 
-        key = (call.owner, _digest(call.source), call.entry, str(env), call.network)
-        return await self.pool.call(key, start, call.inputs, call.timeout, self.settings.warm)
+        return await self.pool.call(key, start, call.inputs, seconds, self.settings.warm)
 
     async def _unavailable(self) -> str | None:
         """Why user code cannot run here, checked once per runner."""
@@ -114,7 +146,7 @@ class SandboxRunner:
     def _uid(self) -> int | None:
         if self.isolation.name != "bubblewrap" or os.geteuid() != 0:
             return None
-        return random.choice(_UIDS)
+        return next(self._uids)
 
     async def close(self) -> None:
         await self.pool.close()

@@ -76,7 +76,14 @@ class Worker:
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
         self._drain = asyncio.create_task(self._read_stderr())
-        self.usable = True
+        self._usable = True
+        self._clean = True
+        self._seq = 0
+
+    @property
+    def usable(self) -> bool:
+        """Fit for another call: nothing went wrong and the process is still there."""
+        return self._usable and self._proc.returncode is None
 
     @classmethod
     async def start(
@@ -112,12 +119,14 @@ class Worker:
 
     async def call(self, inputs: dict[str, Any], seconds: float) -> FunctionResult:
         """One call, within ``seconds`` of wall time and as many of CPU time."""
+        self._seq += 1
+        request = {"seq": self._seq, "inputs": inputs, "cpu": seconds}
         try:
-            result = await self._exchange({"inputs": inputs, "cpu": seconds}, seconds)
+            result = await self._exchange(request, seconds)
         except asyncio.CancelledError:
             await self.stop()  # an abandoned call must not run on, unowned
             raise
-        if result.kind in _SPENT or result.error_type == "ProcessDied":
+        if result.kind in _SPENT or result.error_type == "ProcessDied" or not self._clean:
             await self.stop()
         return result
 
@@ -128,7 +137,7 @@ class Worker:
         try:
             proc.stdin.write(json.dumps(message).encode() + b"\n")
             await proc.stdin.drain()
-            line = await asyncio.wait_for(proc.stdout.readline(), seconds)
+            line = await asyncio.wait_for(self._answer(message.get("seq", 0)), seconds)
         except TimeoutError:
             await self.stop()
             return FunctionResult(
@@ -144,22 +153,35 @@ class Worker:
             line = b""
         if not line:
             return await self._died(mark)
-        return _parse(line, self._err(mark))
+        reply = json.loads(line)
+        self._clean = reply.get("clean", True) is True
+        return _parse(reply, self._err(mark))
+
+    async def _answer(self, seq: int) -> bytes:
+        """The answer to request ``seq``: lines the function forged on the answer descriptor
+        carry another number (or none) and are dropped. b"" when the process ended."""
+        assert self._proc.stdout is not None
+        while line := await self._proc.stdout.readline():
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(reply, dict) and reply.get("seq") == seq:
+                return line
+        return b""
 
     async def _died(self, mark: int) -> FunctionResult:
         """The process ended without answering: say how."""
         code = await self._proc.wait()
         await asyncio.wait({self._drain}, timeout=1)
-        self.usable = False
+        self._usable = False
         stderr = self._err(mark)
-        if code == -signal.SIGXCPU:
+        died_of = _signal_of(code)
+        if died_of == signal.SIGXCPU:
             return FunctionResult(
                 "timeout", message="the CPU time limit was reached", stderr=stderr
             )
-        if code < 0:
-            how = f"was killed by {signal.Signals(-code).name}"
-        else:
-            how = f"exited with code {code}"
+        how = f"was killed by {died_of.name}" if died_of else f"exited with code {code}"
         return FunctionResult(
             "exception", error_type="ProcessDied", message=f"the function's process {how}",
             stderr=stderr,
@@ -168,10 +190,12 @@ class Worker:
     async def stop(self) -> None:
         """End the worker and everything it started (its process group; the PID namespace of
         the sandbox goes with its first process)."""
-        self.usable = False
+        self._usable = False
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, signal.SIGKILL)
-        await self._proc.wait()
+        # Read what is left of the answers: a process with unread output (an answer over the
+        # limit) would otherwise never be reported finished.
+        await asyncio.gather(self._proc.wait(), _discard(self._proc.stdout))
         self._drain.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._drain
@@ -198,13 +222,25 @@ class Worker:
 _START_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
 
 
-def _parse(line: bytes, stderr: str) -> FunctionResult:
+async def _discard(stream: asyncio.StreamReader | None) -> None:
+    if stream is None:
+        return
+    with contextlib.suppress(Exception):
+        while await stream.read(1 << 16):
+            pass
+
+
+def _signal_of(code: int) -> signal.Signals | None:
+    """The signal a process died of: a negative code when we started it directly, 128 + N
+    when bubblewrap reports it."""
+    number = -code if code < 0 else code - 128 if code > 128 else 0
     try:
-        reply = json.loads(line)
+        return signal.Signals(number) if number else None
     except ValueError:
-        return FunctionResult(
-            "sandbox", message="the sandbox sent an unreadable answer", stderr=stderr
-        )
+        return None
+
+
+def _parse(reply: dict[str, Any], stderr: str) -> FunctionResult:
     kind = reply.get("kind")
     if kind in ("ready", "ok"):
         return FunctionResult("ok", value=reply.get("value", "ready"), stderr=stderr)
