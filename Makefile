@@ -15,14 +15,17 @@ endif
 uv-available:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 
-# User code runs under bubblewrap (docs/sandbox.md): install the Debian package when missing.
+# User code runs under bubblewrap, with slirp4netns for functions allowed to reach the network
+# (docs/sandbox.md): install the Debian packages when missing.
 sandbox-tools:
-	@command -v bwrap >/dev/null 2>&1 || { \
+	@{ command -v bwrap && command -v slirp4netns; } >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get install -y -q bubblewrap >/dev/null 2>&1 || \
-	  { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q bubblewrap >/dev/null; } || \
-	  { echo "Could not install bubblewrap: install it (Debian/Ubuntu: apt-get install bubblewrap)," \
-	         "or set DHUB_SANDBOX=unsafe to run user code without isolation." >&2; exit 1; }; }
+	  $$SUDO apt-get install -y -q bubblewrap slirp4netns >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -q >/dev/null && \
+	    $$SUDO apt-get install -y -q bubblewrap slirp4netns >/dev/null; } || \
+	  { echo "Could not install bubblewrap and slirp4netns (Debian/Ubuntu: apt-get install" \
+	         "bubblewrap slirp4netns), or set DHUB_SANDBOX=unsafe to run user code without" \
+	         "isolation." >&2; exit 1; }; }
 
 install: uv-available sandbox-tools
 	$(UV) sync --frozen --inexact --no-dev  # --inexact: keep the dev tools `make test` installed

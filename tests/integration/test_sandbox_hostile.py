@@ -12,6 +12,7 @@ import asyncio
 import gc
 import json
 import os
+import socket
 import sqlite3
 import time
 import uuid
@@ -236,16 +237,23 @@ CONNECT = OUTCOME + (
 )
 
 
-async def _listener() -> tuple[asyncio.Server, int, asyncio.Queue[bytes]]:
-    """A TCP service on the host's loopback, recording what it receives."""
+async def _listener(host: str = "127.0.0.1") -> tuple[asyncio.Server, int, asyncio.Queue[bytes]]:
+    """A TCP service on the host (its loopback by default), recording what it receives."""
     received: asyncio.Queue[bytes] = asyncio.Queue()
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         received.put_nowait(await reader.read(100))
         writer.close()
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    server = await asyncio.start_server(serve, host, 0)
     return server, server.sockets[0].getsockname()[1], received
+
+
+def _outside_address() -> str:
+    """An address of this host that is not loopback: what the sandbox reaches by going out."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a route
+        return str(probe.getsockname()[0])
 
 
 async def test_no_network_by_default(runner: SandboxRunner) -> None:
@@ -264,22 +272,30 @@ async def test_no_network_by_default(runner: SandboxRunner) -> None:
     await assert_still_serves(runner)
 
 
-async def test_network_option_gives_the_hosts_network(runner: SandboxRunner) -> None:
-    """With ``network=True`` the function shares the host's network: proven with a service on
-    the host's loopback (as PostgreSQL listens on 127.0.0.1:5432), which it then reaches."""
-    server, port, received = await _listener()
+async def test_network_option_reaches_out_but_not_the_hosts_loopback(
+    runner: SandboxRunner,
+) -> None:
+    """With ``network=True`` the function gets an outbound-only network: it reaches a service
+    on this host's outside address (as it would reach any other host), while a service on the
+    host's loopback (as PostgreSQL listens on 127.0.0.1:5432) stays out of reach, also through
+    slirp4netns' gateway to the host (10.0.2.2)."""
+    inner, inner_port, inner_got = await _listener("127.0.0.1")
+    outer, outer_port, outer_got = await _listener("0.0.0.0")
     token = f"hello-{uuid.uuid4().hex[:8]}"
+    targets = [
+        ["127.0.0.1", inner_port], ["10.0.2.2", inner_port], [_outside_address(), outer_port]
+    ]  # fmt: skip
     try:
-        result = await run(
-            runner, CONNECT, network=True, targets=[["127.0.0.1", port]], token=token
-        )
-        got = await asyncio.wait_for(received.get(), 5)
+        result = await run(runner, CONNECT, network=True, targets=targets, token=token)
+        got = await asyncio.wait_for(outer_got.get(), 5)
     finally:
-        server.close()
-        await server.wait_closed()
+        for server in (inner, outer):
+            server.close()
+            await server.wait_closed()
     assert result.ok, result
-    assert result.value["tried"] == ["ok"] and got == token.encode()
-    assert result.value["interfaces"] != ["lo"]  # the host's interfaces
+    assert result.value["tried"] == ["ECONNREFUSED", "ENETUNREACH", "ok"]
+    assert got == token.encode() and inner_got.empty()
+    assert "tap0" in result.value["interfaces"]  # its own namespace, connected by slirp4netns
     await assert_still_serves(runner)
 
 

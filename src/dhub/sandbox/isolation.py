@@ -17,9 +17,13 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from dhub.sandbox.envs import base_python
+from dhub.sandbox.errors import SandboxUnavailable
+from dhub.sandbox.network import Launched, launch_with_outbound_network
+
+__all__ = ["Bubblewrap", "Isolation", "Launched", "SandboxUnavailable", "Unsafe"]
 
 CHILD = Path(__file__).with_name("child.py")
 CHILD_INSIDE = "/sandbox/child.py"
@@ -35,10 +39,6 @@ ETC = (
     "/etc/nsswitch.conf",
     "/etc/mime.types",
 )
-
-
-class SandboxUnavailable(Exception):
-    """User code cannot be run safely here; the message says why and what to do."""
 
 
 class Isolation(Protocol):
@@ -57,6 +57,13 @@ class Isolation(Protocol):
         """Whether the child sees only its own processes."""
         ...
 
+    async def launch(
+        self, python: str, venv: str | None, network: bool, **options: Any
+    ) -> Launched:
+        """Start the child program in the dependency environment ``venv`` (``options`` go
+        to the subprocess: pipes, limits, its environment variables)."""
+        ...
+
     async def check(self) -> None:
         """Raise SandboxUnavailable when this isolation cannot start here."""
         ...
@@ -71,13 +78,20 @@ class Bubblewrap:
     def own_pid_namespace(self) -> bool:
         return True
 
+    async def launch(
+        self, python: str, venv: str | None, network: bool, **options: Any
+    ) -> Launched:
+        argv = self.command(python, venv, network)
+        if network:  # a namespace of its own still, connected to the outside only
+            return await launch_with_outbound_network(argv, **options)
+        return Launched(await asyncio.create_subprocess_exec(*argv, **options))
+
     def command(self, python: str, env: str | None, network: bool) -> list[str]:
         args = [self.bwrap, "--die-with-parent", "--new-session"]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if os.geteuid() != 0:
             args.append("--unshare-user")  # unprivileged bubblewrap works in a user namespace
-        if not network:
-            args.append("--unshare-net")
+        args.append("--unshare-net")
         # The private, writable places first: binds made after them stay visible even when
         # their host path lies under /tmp or /work.
         args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm"]
@@ -88,7 +102,7 @@ class Bubblewrap:
                 args += ["--symlink", os.readlink(f"/{link}"), f"/{link}"]
         args += ["--perms", "0755", "--dir", "/etc"]
         for path in ETC:
-            if Path(path).exists():
+            if Path(path).exists() and not (network and path == "/etc/resolv.conf"):
                 args += ["--ro-bind", path, path]
         prefix = _prefix(python)
         args += _parents(prefix, {"/", "/usr", "/etc", "/tmp", "/work"})
@@ -136,6 +150,12 @@ class Unsafe:
     @property
     def own_pid_namespace(self) -> bool:
         return False
+
+    async def launch(
+        self, python: str, venv: str | None, network: bool, **options: Any
+    ) -> Launched:
+        argv = self.command(python, venv, network)
+        return Launched(await asyncio.create_subprocess_exec(*argv, **options))
 
     def command(self, python: str, env: str | None, network: bool) -> list[str]:
         interpreter = f"{env}/bin/python" if env else python

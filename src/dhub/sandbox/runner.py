@@ -11,6 +11,7 @@ one. If the configured isolation cannot start on this machine, every call fails 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import itertools
 import os
@@ -117,7 +118,9 @@ class SandboxRunner:
             env = await self.environments.ensure(call.dependencies)
         except DependencyError as exc:
             return FunctionResult("dependency", message=str(exc))
-        command = self.isolation.command(base_python(), str(env) if env else None, call.network)
+        launch = functools.partial(
+            self.isolation.launch, base_python(), str(env) if env else None, call.network
+        )
         setup = {
             "source": call.source,
             "entry": call.entry,
@@ -126,7 +129,7 @@ class SandboxRunner:
         limits = self.settings.limits
 
         async def start() -> tuple[Worker | None, FunctionResult]:
-            return await Worker.start(command, {**setup, "uid": self._uid()}, limits)
+            return await Worker.start(launch, {**setup, "uid": self._uid()}, limits)
 
         return await self.pool.call(key, start, call.inputs, seconds, self.settings.warm)
 

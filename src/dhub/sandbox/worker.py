@@ -14,9 +14,14 @@ import json
 import os
 import signal
 from collections import deque
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from dhub.sandbox.errors import SandboxUnavailable
+from dhub.sandbox.network import Launched
+
+Launch = Callable[..., Awaitable[Launched]]  # subprocess options -> a started sandbox
 ResultKind = Literal[
     "ok",
     "timeout",
@@ -70,8 +75,9 @@ class Limits:
 
 
 class Worker:
-    def __init__(self, proc: asyncio.subprocess.Process, limits: Limits) -> None:
-        self._proc = proc
+    def __init__(self, launched: Launched, limits: Limits) -> None:
+        self._launched = launched
+        self._proc = launched.proc
         self._limits = limits
         self._stderr: deque[bytes] = deque()
         self._stderr_size = 0
@@ -87,20 +93,19 @@ class Worker:
 
     @classmethod
     async def start(
-        cls, command: list[str], setup: dict[str, Any], limits: Limits
+        cls, launch: Launch, setup: dict[str, Any], limits: Limits
     ) -> tuple[Worker | None, FunctionResult]:
         """A ready worker, or None and why it could not start (``sandbox`` when the sandbox
         itself failed, the source's own error otherwise)."""
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *command,
+            launched = await launch(
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE, start_new_session=True,
                 limit=limits.output_bytes + 4096, env=_START_ENVIRONMENT,
             )  # fmt: skip
-        except OSError as exc:
+        except (OSError, SandboxUnavailable) as exc:
             return None, FunctionResult("sandbox", message=f"cannot start the sandbox: {exc}")
-        worker = cls(proc, limits)
+        worker = cls(launched, limits)
         answer = await worker._exchange(
             {**setup, "limits": limits.for_child()}, limits.start_seconds
         )
@@ -196,6 +201,7 @@ class Worker:
         # Read what is left of the answers: a process with unread output (an answer over the
         # limit) would otherwise never be reported finished.
         await asyncio.gather(self._proc.wait(), _discard(self._proc.stdout))
+        await self._launched.end()
         self._drain.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._drain
