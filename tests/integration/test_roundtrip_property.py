@@ -16,6 +16,7 @@ from tests.integration.test_fixture_documents import SERVER_KEYS, assert_contain
 Draw = st.DrawFn
 text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=24)
 ident = st.from_regex(r"[a-z][a-z0-9_]{0,12}", fullmatch=True)
+requirement = st.from_regex(r"[a-z][a-z0-9]{0,12}(==[0-9]\.[0-9])?", fullmatch=True)
 scalars = (
     st.none()
     | st.booleans()
@@ -75,7 +76,7 @@ def function_spec() -> st.SearchStrategy[dict[str, Any]]:
         optional={
             "inputs": st.dictionaries(ident, schemas, max_size=2),
             "outputs": st.dictionaries(ident, schemas, max_size=2),
-            "dependencies": st.lists(ident, max_size=2),
+            "dependencies": st.lists(requirement, max_size=2),
             "decorators": decorators,
         },
     )

@@ -647,3 +647,13 @@ def test_code_nodes_define_main() -> None:
     }
     message = messages_of(doc)[f"/nodes/{i}/config/source"]
     assert message.startswith("Define a top-level function 'main(...)'")
+
+
+def test_dependencies_must_be_pip_requirements() -> None:
+    doc = react()
+    doc["agent"]["tools"][0]["function"]["dependencies"] = ["requests>=2", "not a requirement!!"]
+    triage = workflow()
+    triage["nodes"][1]["config"]["dependencies"] = ["python-dateutil==2.9.0.post0", "x=="]
+    assert errors_of(doc) == {f"{TOOL}/dependencies/1": "bad_requirement"}
+    assert errors_of(triage) == {"/nodes/1/config/dependencies/1": "bad_requirement"}
+    assert "write it like 'name==1.2'" in messages_of(triage)["/nodes/1/config/dependencies/1"]

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig, FunctionSpec
 from dhub.sandbox.schemas import schema_problem
 from dhub.sandbox.signature import NOT_JSON, hint_schema, literal, nullable, parameter_docs, summary
@@ -282,6 +284,7 @@ def function_problems(function: Mapping[str, Any], name: str | None) -> list[Pro
             problems.append(Problem(("source",), exc.message, exc.code))
     problems += schema_problems(function, "inputs", type_names=False)
     problems += schema_problems(function, "outputs", type_names=True)
+    problems += requirement_problems(function.get("dependencies"))
     decorators = function.get("decorators")
     if isinstance(decorators, list):
         problems += _decorators(decorators, entry)
@@ -289,14 +292,30 @@ def function_problems(function: Mapping[str, Any], name: str | None) -> list[Pro
 
 
 def code_problems(config: Mapping[str, Any]) -> list[Problem]:
-    """Create-time problems of a code node's config: ``main`` and its ``outputs``."""
+    """Create-time problems of a code node's config: ``main``, ``outputs``, ``dependencies``."""
     problems = schema_problems(config, "outputs", type_names=True)
+    problems += requirement_problems(config.get("dependencies"))
     source = config.get("source")
     if isinstance(source, str):
         try:
             entry_point(source, "main", fallback=False)
         except SpecError as exc:
             problems.insert(0, Problem(("source",), exc.message, exc.code))
+    return problems
+
+
+def requirement_problems(dependencies: Any) -> list[Problem]:
+    """Each dependency must be a pip requirement (PEP 508), so a typo fails at create time
+    rather than at the first call."""
+    problems = []
+    for i, text in enumerate(dependencies if isinstance(dependencies, list) else []):
+        if not isinstance(text, str):
+            continue  # a wrong JSON type is the schema check's to report
+        try:
+            Requirement(text)
+        except InvalidRequirement as exc:
+            message = f"'{text}' is not a pip requirement ({exc}); write it like 'name==1.2'."
+            problems.append(Problem(("dependencies", i), message, "bad_requirement"))
     return problems
 
 
