@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,7 @@ from dhub.engine.stepper import Stepper
 from dhub.runtime.ports import Clock, FunctionPort, HumanPort, ModelPort, PortError
 
 Observer = Callable[[dict[str, Any]], None]
+Journal = Callable[[Step], Awaitable[None]]  # persists a step; the run waits for it
 Task = CallFunction | CallModel | SleepUntil | AwaitInput | AwaitConfirmation
 
 
@@ -80,21 +81,47 @@ async def run_workflow(
     observer: Observer | None = None,
     context: dict[str, Any] | None = None,
     conversation: dict[str, Any] | None = None,
+    journal: Journal | None = None,
 ) -> RunResult:
     """Run ``graph`` with ``inputs`` to its end. ``observer`` sees every trace event as it
     happens; ``context`` is the run's ``sys`` scope, ``conversation`` its conversation
-    variables (chat mode)."""
-    execution = _Execution(Stepper(graph), Ports(functions, model, clock, human), observer)
-    return await execution.run(inputs, context, conversation)
+    variables (chat mode); ``journal`` persists each step before its commands are performed
+    (the durable executor's hook)."""
+    stepper = Stepper(graph)
+    execution = _Execution(stepper, Ports(functions, model, clock, human), observer, journal)
+    first = stepper.start(inputs, clock.now(), context=context, conversation=conversation)
+    return await execution.drive(first, record_first=True)
+
+
+async def resume_workflow(
+    graph: CompiledGraph,
+    state: RunState,
+    outstanding: list[Command],
+    *,
+    functions: FunctionPort,
+    model: ModelPort,
+    clock: Clock,
+    human: HumanPort,
+    observer: Observer | None = None,
+    journal: Journal | None = None,
+) -> RunResult:
+    """Go on with a run saved earlier: ``outstanding`` are the commands it had issued and not
+    seen answered (calls run again, timers are re-armed at their times, people are asked
+    again); then as ``run_workflow``."""
+    execution = _Execution(Stepper(graph), Ports(functions, model, clock, human), observer, journal)
+    return await execution.drive(Step(state, list(outstanding), []), record_first=False)
 
 
 class _Execution:
     """One run: the stepper's state, the tasks performing its commands, the result queue."""
 
-    def __init__(self, stepper: Stepper, ports: Ports, observer: Observer | None) -> None:
+    def __init__(
+        self, stepper: Stepper, ports: Ports, observer: Observer | None, journal: Journal | None
+    ) -> None:
         self._stepper = stepper
         self._ports = ports
         self._observer = observer
+        self._journal = journal
         self._queue: asyncio.Queue[Event] = asyncio.Queue()
         self._tasks: dict[str, asyncio.Task[None]] = {}  # command id -> its task
         self._stopping: set[asyncio.Task[None]] = set()  # cancelled, maybe not finished yet
@@ -102,15 +129,13 @@ class _Execution:
         self._asks: dict[str, AwaitInput] = {}  # node key -> its open human task
         self._trace: list[dict[str, Any]] = []
 
-    async def run(
-        self,
-        inputs: dict[str, Any],
-        context: dict[str, Any] | None,
-        conversation: dict[str, Any] | None,
-    ) -> RunResult:
+    async def drive(self, step: Step, record_first: bool) -> RunResult:
+        """Perform ``step``'s commands, feed back what happens, until the run ends. Each step
+        is journaled before its commands start, so none is performed unrecorded."""
         clock = self._ports.clock
-        step = self._stepper.start(inputs, clock.now(), context=context, conversation=conversation)
         try:
+            if record_first:
+                await self._record_step(step)
             while (end := self._perform(step)) is None:
                 if self._stalled():
                     return self._result(step.state, Fail(_STALLED))
@@ -118,13 +143,20 @@ class _Execution:
                     event = await self._next()
                 except asyncio.CancelledError:
                     cancelled = CancelRun("the run was cancelled", clock.now())
-                    self._perform(self._stepper.step(step.state, cancelled, in_place=True))
+                    step = self._stepper.step(step.state, cancelled, in_place=True)
+                    await self._record_step(step)
+                    self._perform(step)
                     raise
                 step = self._stepper.step(step.state, event, in_place=True)
+                await self._record_step(step)
             return self._result(step.state, end)
         finally:
             await self._shutdown()
             clock.idle()
+
+    async def _record_step(self, step: Step) -> None:
+        if self._journal is not None:
+            await self._journal(step)
 
     def _perform(self, step: Step) -> Complete | Fail | None:
         """Record the step's trace and start its commands; the end of the run, if it ended."""
