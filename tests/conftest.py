@@ -34,7 +34,7 @@ PG_URL = os.environ.get("DHUB_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0
 TABLES = (
     "agent_versions", "resource_tags", "resource_owners", "agents", "tokens", "users", "groups",
     "group_members", "resource_grants", "markings", "marking_members", "resource_markings",
-    "audit_log",
+    "audit_log", "runs", "run_steps", "run_events", "run_commands", "run_task_assignees",
 )  # fmt: skip
 
 

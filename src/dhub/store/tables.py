@@ -7,7 +7,9 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Float,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
@@ -168,4 +170,97 @@ access_epoch = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     Column("epoch", BigInteger, nullable=False),
+)
+
+# -- runs (DESIGN.md 4) ------------------------------------------------------------------------
+# A run's nullable JSON columns store SQL NULL for None (JSON's default is the JSON 'null'), so
+# "IS NULL" means what it says.
+_NULLABLE_JSON = JSON(none_as_null=True)
+
+# Runs go with their agent (CASCADE): an agent's runs are reached through the agent's access,
+# so runs left without one would be readable by nobody but admins.
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("agent_id", String(64), ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    Column("agent_version", Integer, nullable=False),
+    Column("user_id", String(200), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("waiting", _NULLABLE_JSON),  # what a waiting run waits for
+    Column("inputs", JSON, nullable=False),
+    Column("outputs", _NULLABLE_JSON),
+    Column("error", _NULLABLE_JSON),
+    Column("usage", JSON, nullable=False),
+    Column("conversation_id", String(64)),
+    Column("idempotency_key", String(200)),
+    Column("step_count", Integer, nullable=False),
+    Column("event_count", Integer, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("started_at", BigInteger),
+    Column("finished_at", BigInteger),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("lease_owner", String(200)),
+    Column("lease_expires_at", BigInteger),
+    # NULL keys are distinct, so runs without a key never collide.
+    UniqueConstraint("agent_id", "idempotency_key", name="uq_runs_agent_idempotency"),
+    Index("ix_runs_agent", "agent_id", "id"),
+    Index("ix_runs_user", "user_id", "id"),
+    Index("ix_runs_status", "status", "id"),
+    Index("ix_runs_lease", "lease_expires_at"),
+)
+
+# One row per step: the patch from the previous state (step 0: from {}), see checkpoints.py.
+run_steps = Table(
+    "run_steps",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("step", Integer, primary_key=True),
+    Column("patch", JSON, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+run_events = Table(
+    "run_events",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("seq", Integer, primary_key=True),  # 1, 2, ... per run, without gaps
+    Column("type", String(64), nullable=False),
+    Column("node_id", String(200)),
+    Column("data", JSON, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+run_commands = Table(
+    "run_commands",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("command_id", String(200), primary_key=True),
+    Column("kind", String(32), nullable=False),
+    Column("node_id", String(200), nullable=False),
+    Column("frame", String(200), nullable=False),
+    Column("payload", JSON, nullable=False),
+    Column("status", String(16), nullable=False),  # pending | done | cancelled
+    # Seconds on the executor's clock (SleepUntil.at, AwaitInput.timeout_at), as the engine has it.
+    Column("due_at", Float),
+    Column("assignees", JSON, nullable=False),  # rendering; run_task_assignees filters
+    Column("created_at", BigInteger, nullable=False),
+    Column("closed_at", BigInteger),
+    Index("ix_run_commands_due", "status", "kind", "due_at"),
+)
+
+# The assignees of a task, denormalised from run_commands.assignees so "my tasks" is an
+# indexed lookup by principal on both backends (no JSON array functions).
+run_task_assignees = Table(
+    "run_task_assignees",
+    metadata,
+    Column("run_id", String(64), primary_key=True),
+    Column("command_id", String(200), primary_key=True),
+    Column("principal_id", String(200), primary_key=True),
+    ForeignKeyConstraint(
+        ["run_id", "command_id"],
+        ["run_commands.run_id", "run_commands.command_id"],
+        ondelete="CASCADE",
+    ),
+    Index("ix_run_task_assignees_principal", "principal_id", "run_id", "command_id"),
 )

@@ -1,0 +1,502 @@
+"""Durable runs (DESIGN.md 4): the run rows, their step patches, events and commands, and the
+leases that say which worker drives a run. Repositories flush; services commit.
+
+A step is persisted by ``record_step`` alone, inside the caller's write transaction: the state
+patch, the step's events, the commands it opened and the ones it closed, and the run's changed
+columns. Either all of it commits or none of it does.
+
+Times: the ``*_at`` columns of rows are milliseconds (``ids.now_ms``), like every other table;
+a command's ``due_at`` is seconds on the executor's clock, as the engine's SleepUntil has it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Select,
+    and_,
+    bindparam,
+    insert,
+    or_,
+    select,
+    update,
+)
+
+from dhub.domain.ids import now_ms
+from dhub.engine.state import AwaitInput, Cancel, Command, Complete, Fail
+from dhub.runtime import checkpoints, journal
+from dhub.store.db import Conn
+from dhub.store.tables import run_commands, run_events, run_steps, run_task_assignees, runs
+
+ACTIVE = ("queued", "running", "waiting")  # not finished: a worker must drive these
+TASK_KINDS = ("await_input", "await_confirmation")
+Closing = Literal["done", "cancelled"]
+# The run columns a step may change; the rest are fixed at creation or owned by the lease.
+_CHANGEABLE = frozenset(
+    {"status", "waiting", "outputs", "error", "usage", "conversation_id", "started_at",
+     "finished_at"}
+)  # fmt: skip
+
+
+class StepConflict(Exception):
+    """The run is not at the step being recorded (another worker recorded it: the lease was
+    lost), or the lease is not held by the given owner. The caller's transaction must roll back.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    id: str
+    agent_id: str
+    agent_version: int
+    user_id: str
+    status: str
+    waiting: dict[str, Any] | None
+    inputs: dict[str, Any]
+    outputs: dict[str, Any] | None
+    error: dict[str, Any] | None
+    usage: dict[str, Any]
+    conversation_id: str | None
+    idempotency_key: str | None
+    step_count: int  # steps stored: the next step to record is this number
+    event_count: int  # the seq of the last event (0: none yet)
+    created_at: int
+    started_at: int | None
+    finished_at: int | None
+    updated_at: int
+    lease_owner: str | None
+    lease_expires_at: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class EventRecord:
+    """One logged event. ``data`` is the event without its ``type`` and ``node_id``."""
+
+    run_id: str
+    seq: int
+    type: str
+    node_id: str | None
+    data: dict[str, Any]
+    created_at: int
+
+    def as_event(self) -> dict[str, Any]:
+        """The event as the engine produced it."""
+        head: dict[str, Any] = {"type": self.type}
+        if self.node_id is not None:
+            head["node_id"] = self.node_id
+        return {**head, **self.data}
+
+
+@dataclass(frozen=True, slots=True)
+class CommandRecord:
+    run_id: str
+    command_id: str
+    kind: str  # call_function | call_model | await_input | await_confirmation | sleep_until
+    node_id: str
+    frame: str
+    payload: dict[str, Any]  # the engine command, as dataclasses.asdict gives it
+    status: str  # pending | done | cancelled
+    due_at: float | None
+    assignees: list[str]
+    created_at: int
+    closed_at: int | None
+
+
+def command_record(run_id: str, command: Command, at: int) -> CommandRecord:
+    """The pending row of an engine command that waits for an answer (not Cancel, Complete or
+    Fail: those close commands or end the run)."""
+    kind = journal.kind_of(command)
+    if kind is None or isinstance(command, Cancel | Complete | Fail):
+        raise ValueError(f"{type(command).__name__} is not a command that stays open")
+    return CommandRecord(
+        run_id=run_id,
+        command_id=command.command_id,
+        kind=kind,
+        node_id=command.node_id,
+        frame=command.frame,
+        payload=journal.command_payload(command),
+        status="pending",
+        due_at=journal.due_at(command),
+        assignees=list(command.assignees) if isinstance(command, AwaitInput) else [],
+        created_at=at,
+        closed_at=None,
+    )
+
+
+# -- writing ------------------------------------------------------------------------------------
+
+
+async def insert_run(
+    conn: Conn,
+    record: RunRecord,
+    initial_state: dict[str, Any],
+    *,
+    events: Sequence[Mapping[str, Any]] = (),
+    opened: Sequence[CommandRecord] = (),
+) -> list[int]:
+    """Create the run and its step 0 (the whole initial state, as a patch from ``{}``, with
+    the events and commands of that step); the seqs given to ``events``. The record's step and
+    event counts are ignored: both start at 0."""
+    values = dataclasses.asdict(record) | {"step_count": 0, "event_count": 0}
+    await conn.execute(insert(runs).values(values))
+    return await record_step(
+        conn,
+        record.id,
+        0,
+        checkpoints.diff({}, initial_state),
+        events=events,
+        opened=opened,
+        at=record.created_at,
+    )
+
+
+async def record_step(
+    conn: Conn,
+    run_id: str,
+    step: int,
+    patch: checkpoints.Patch,
+    *,
+    events: Sequence[Mapping[str, Any]] = (),
+    opened: Sequence[CommandRecord] = (),
+    closed: Mapping[str, Closing] | None = None,
+    changes: Mapping[str, Any] | None = None,
+    owner: str | None = None,
+    at: int | None = None,
+) -> list[int]:
+    """Persist one step; returns the seqs given to ``events`` (continuing the run's log).
+
+    ``step`` must be the run's next step (its ``step_count``) and, when ``owner`` is given, the
+    run's lease must be held by it: otherwise StepConflict, and nothing may be committed.
+    ``closed`` maps command ids to how they ended; commands no longer pending stay as they
+    were (a result may arrive for a command already cancelled)."""
+    at = now_ms() if at is None else at
+    changes = dict(changes or {})
+    unknown = set(changes) - _CHANGEABLE
+    if unknown:
+        raise ValueError(f"a step cannot change run columns {sorted(unknown)}")
+    last = await _advance(conn, run_id, step, len(events), changes, owner, at)
+    seqs = list(range(last - len(events) + 1, last + 1))
+    await conn.execute(
+        insert(run_steps).values(run_id=run_id, step=step, patch=patch, created_at=at)
+    )
+    if events:
+        await conn.execute(insert(run_events), _event_rows(run_id, seqs, events, at))
+    await _open_commands(conn, run_id, opened)
+    await _close_commands(conn, run_id, closed or {}, at)
+    return seqs
+
+
+async def _advance(
+    conn: Conn,
+    run_id: str,
+    step: int,
+    new_events: int,
+    changes: dict[str, Any],
+    owner: str | None,
+    at: int,
+) -> int:
+    """Move the run's counters on, guarded by the step number, in one statement: the row is
+    locked until commit, so two writers can never take the same step or event seqs."""
+    conds = [runs.c.id == run_id, runs.c.step_count == step]
+    if owner is not None:
+        conds.append(runs.c.lease_owner == owner)
+    stmt = (
+        update(runs)
+        .where(*conds)
+        .values(
+            step_count=runs.c.step_count + 1,
+            event_count=runs.c.event_count + new_events,
+            updated_at=at,
+            **changes,
+        )
+        .returning(runs.c.event_count)
+    )
+    last = (await conn.execute(stmt)).scalar()
+    if last is None:
+        raise StepConflict(f"run {run_id} is not at step {step} under this lease")
+    return int(last)
+
+
+def _event_rows(
+    run_id: str, seqs: Sequence[int], events: Sequence[Mapping[str, Any]], at: int
+) -> list[dict[str, Any]]:
+    rows = []
+    for seq, event in zip(seqs, events, strict=True):
+        data = {k: v for k, v in event.items() if k not in ("type", "node_id")}
+        rows.append(
+            {
+                "run_id": run_id,
+                "seq": seq,
+                "type": event["type"],
+                "node_id": event.get("node_id"),
+                "data": data,
+                "created_at": at,
+            }
+        )
+    return rows
+
+
+async def _open_commands(conn: Conn, run_id: str, opened: Sequence[CommandRecord]) -> None:
+    if not opened:
+        return
+    if any(c.run_id != run_id for c in opened):
+        raise ValueError("opened commands must belong to the run being stepped")
+    await conn.execute(insert(run_commands), [dataclasses.asdict(c) for c in opened])
+    assignees = [
+        {"run_id": run_id, "command_id": c.command_id, "principal_id": p}
+        for c in opened
+        for p in dict.fromkeys(c.assignees)
+    ]
+    if assignees:
+        await conn.execute(insert(run_task_assignees), assignees)
+
+
+# b_*: SQLAlchemy reserves column names for an UPDATE's own parameters.
+_CLOSE = (
+    update(run_commands)
+    .where(
+        run_commands.c.run_id == bindparam("b_run_id"),
+        run_commands.c.command_id.in_(bindparam("ids", expanding=True)),
+        run_commands.c.status == "pending",
+    )
+    .values(status=bindparam("b_status"), closed_at=bindparam("b_closed_at"))
+)
+
+
+async def _close_commands(conn: Conn, run_id: str, closed: Mapping[str, Closing], at: int) -> None:
+    for status in ("done", "cancelled"):
+        ids = [command_id for command_id, how in closed.items() if how == status]
+        if ids:
+            params = {"b_run_id": run_id, "ids": ids, "b_status": status, "b_closed_at": at}
+            await conn.execute(_CLOSE, params)
+
+
+# -- reading ------------------------------------------------------------------------------------
+
+_RUN_COLUMNS = tuple(runs.c[f.name] for f in dataclasses.fields(RunRecord))
+_EVENT_COLUMNS = tuple(run_events.c[f.name] for f in dataclasses.fields(EventRecord))
+_COMMAND_COLUMNS = tuple(run_commands.c[f.name] for f in dataclasses.fields(CommandRecord))
+
+_GET_RUN = select(*_RUN_COLUMNS).where(runs.c.id == bindparam("run_id"))
+_PATCHES = (
+    select(run_steps.c.patch)
+    .where(run_steps.c.run_id == bindparam("run_id"))
+    .order_by(run_steps.c.step)
+)
+_EVENTS_AFTER = (
+    select(*_EVENT_COLUMNS)
+    .where(run_events.c.run_id == bindparam("run_id"), run_events.c.seq > bindparam("after"))
+    .order_by(run_events.c.seq)
+    .limit(bindparam("limit", type_=Integer))
+)
+# Ordered by when they were opened; ids break ties within a step.
+_PENDING = (
+    select(*_COMMAND_COLUMNS)
+    .where(run_commands.c.run_id == bindparam("run_id"), run_commands.c.status == "pending")
+    .order_by(run_commands.c.created_at, run_commands.c.command_id)
+)
+
+
+async def get_run(conn: Conn, run_id: str) -> RunRecord | None:
+    row = (await conn.execute(_GET_RUN, {"run_id": run_id})).first()
+    return RunRecord(*row) if row else None
+
+
+async def load_state(conn: Conn, run_id: str) -> dict[str, Any]:
+    """The run's state after its last stored step: its patches replayed in order."""
+    state: dict[str, Any] = {}
+    for (patch,) in await conn.execute(_PATCHES, {"run_id": run_id}):
+        checkpoints.apply(state, patch)
+    return state
+
+
+async def events_after(conn: Conn, run_id: str, after_seq: int, limit: int) -> list[EventRecord]:
+    """Events with seq > ``after_seq`` (0: from the start), in order: SSE's Last-Event-ID."""
+    params = {"run_id": run_id, "after": after_seq, "limit": limit}
+    return [EventRecord(*row) for row in await conn.execute(_EVENTS_AFTER, params)]
+
+
+async def pending_commands(conn: Conn, run_id: str) -> list[CommandRecord]:
+    return [CommandRecord(*row) for row in await conn.execute(_PENDING, {"run_id": run_id})]
+
+
+@dataclass(frozen=True, slots=True)
+class RunFilter:
+    """Equality filters of a run listing; None: any."""
+
+    agent_id: str | None = None
+    status: str | None = None
+    user_id: str | None = None
+
+
+@functools.lru_cache(maxsize=64)
+def _list_statement(equal: tuple[str, ...], restricted: bool, after: bool) -> Select[Any]:
+    conds: list[ColumnElement[bool]] = [runs.c[name] == bindparam(name) for name in equal]
+    if restricted:
+        conds.append(runs.c.agent_id.in_(bindparam("visible", expanding=True)))
+    if after:
+        conds.append(runs.c.id < bindparam("after_id"))
+    return (
+        select(*_RUN_COLUMNS)
+        .where(*conds)
+        .order_by(runs.c.id.desc())
+        .limit(bindparam("limit", type_=Integer))
+    )
+
+
+async def list_runs(
+    conn: Conn,
+    flt: RunFilter,
+    visible_agent_ids: Sequence[str] | None,
+    after_id: str | None,
+    limit: int,
+) -> list[RunRecord]:
+    """A page of runs, newest first (ids sort by creation time); ``after_id`` is the last id
+    of the previous page (the API makes it an opaque cursor).
+
+    Access is decided by the caller, not here: ``visible_agent_ids`` are the agents whose runs
+    it may read (None: all, for admins and the platform's own jobs), e.g. the ids of its
+    sharing.Reach, so runs follow their agent's access without a second policy in SQL."""
+    equal = tuple(name for name in ("agent_id", "status", "user_id") if getattr(flt, name))
+    values: dict[str, Any] = {name: getattr(flt, name) for name in equal}
+    values["limit"] = limit
+    if visible_agent_ids is not None:
+        values["visible"] = list(visible_agent_ids)
+    if after_id is not None:
+        values["after_id"] = after_id
+    stmt = _list_statement(equal, visible_agent_ids is not None, after_id is not None)
+    return [RunRecord(*row) for row in await conn.execute(stmt, values)]
+
+
+# -- timers and human tasks ---------------------------------------------------------------------
+
+_DUE = (
+    select(run_commands.c.run_id, run_commands.c.command_id, run_commands.c.due_at)
+    .where(
+        run_commands.c.status == "pending",
+        run_commands.c.kind == "sleep_until",
+        run_commands.c.due_at <= bindparam("now"),
+    )
+    .order_by(run_commands.c.due_at)
+    .limit(bindparam("limit", type_=Integer))
+)
+
+
+async def due_timers(conn: Conn, now: float, limit: int = 1000) -> list[tuple[str, str, float]]:
+    """(run id, command id, due time) of pending SleepUntil commands due by ``now`` (seconds
+    on the executor's clock), soonest first."""
+    rows = await conn.execute(_DUE, {"now": now, "limit": limit})
+    return [(str(r[0]), str(r[1]), float(r[2])) for r in rows]
+
+
+_assigned = (
+    select(run_task_assignees.c.principal_id)
+    .where(
+        run_task_assignees.c.run_id == run_commands.c.run_id,
+        run_task_assignees.c.command_id == run_commands.c.command_id,
+    )
+    .correlate(run_commands)
+)
+_OPEN_TASKS = (
+    select(*_COMMAND_COLUMNS)
+    .select_from(run_commands.join(runs, runs.c.id == run_commands.c.run_id))
+    .where(
+        run_commands.c.status == "pending",
+        run_commands.c.kind.in_(TASK_KINDS),
+        or_(
+            _assigned.where(
+                run_task_assignees.c.principal_id.in_(bindparam("principals", expanding=True))
+            ).exists(),
+            and_(
+                ~_assigned.exists(),
+                runs.c.user_id.in_(bindparam("principals", expanding=True)),
+            ),
+        ),
+    )
+    .order_by(run_commands.c.created_at, run_commands.c.run_id, run_commands.c.command_id)
+)
+
+
+async def open_tasks(conn: Conn, principals: Sequence[str]) -> list[CommandRecord]:
+    """Pending human tasks (AwaitInput, AwaitConfirmation) for any of ``principals``: those
+    assigned to one of them, and unassigned ones of runs a principal started. Oldest first."""
+    rows = await conn.execute(_OPEN_TASKS, {"principals": list(principals)})
+    return [CommandRecord(*row) for row in rows]
+
+
+# -- leases -------------------------------------------------------------------------------------
+
+_CLAIM = (
+    update(runs)
+    .where(
+        runs.c.id == bindparam("run_id"),
+        runs.c.status.in_(ACTIVE),
+        or_(
+            runs.c.lease_owner.is_(None),
+            runs.c.lease_owner == bindparam("owner"),
+            runs.c.lease_expires_at <= bindparam("now"),
+        ),
+    )
+    .values(lease_owner=bindparam("owner"), lease_expires_at=bindparam("until"))
+    .returning(runs.c.id)
+)
+_RENEW = (
+    update(runs)
+    .where(
+        runs.c.id == bindparam("run_id"),
+        runs.c.lease_owner == bindparam("owner"),
+        runs.c.lease_expires_at > bindparam("now"),
+    )
+    .values(lease_expires_at=bindparam("until"))
+    .returning(runs.c.id)
+)
+_RELEASE = (
+    update(runs)
+    .where(runs.c.id == bindparam("run_id"), runs.c.lease_owner == bindparam("owner"))
+    .values(lease_owner=None, lease_expires_at=None)
+)
+_LAPSED = (
+    select(runs.c.id)
+    .where(
+        runs.c.status.in_(ACTIVE),
+        or_(runs.c.lease_expires_at.is_(None), runs.c.lease_expires_at <= bindparam("now")),
+    )
+    .order_by(runs.c.id)
+    .limit(bindparam("limit", type_=Integer))
+)
+
+
+def _lease_params(run_id: str, owner: str, now: int, seconds: float) -> dict[str, Any]:
+    return {"run_id": run_id, "owner": owner, "now": now, "until": now + int(seconds * 1000)}
+
+
+async def claim(conn: Conn, run_id: str, owner: str, now: int, seconds: float) -> bool:
+    """Take the lease of an unfinished run if nobody holds it, it lapsed, or ``owner`` already
+    holds it; True when ``owner`` now holds it. One conditional UPDATE, so of two owners
+    racing exactly one wins (the loser waits on the row lock, then no longer matches)."""
+    params = _lease_params(run_id, owner, now, seconds)
+    return (await conn.execute(_CLAIM, params)).first() is not None
+
+
+async def renew(conn: Conn, run_id: str, owner: str, now: int, seconds: float) -> bool:
+    """Extend a lease ``owner`` still holds; False when it lapsed or was taken: the run must
+    be claimed again (which fails if another worker took it)."""
+    params = _lease_params(run_id, owner, now, seconds)
+    return (await conn.execute(_RENEW, params)).first() is not None
+
+
+async def release(conn: Conn, run_id: str, owner: str) -> None:
+    await conn.execute(_RELEASE, {"run_id": run_id, "owner": owner})
+
+
+async def lapsed_runs(conn: Conn, now: int, limit: int = 1000) -> list[str]:
+    """Unfinished runs that no worker holds: never claimed, released, or lease expired."""
+    rows = await conn.execute(_LAPSED, {"now": now, "limit": limit})
+    return [str(r[0]) for r in rows]
