@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,11 +19,16 @@ from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
 from dhub.api import errors
 from dhub.api.deps import Services
-from dhub.api.routers import agents, health, principals
+from dhub.api.routers import agents, health, principals, runs
 from dhub.domain.agent import AgentSpec
+from dhub.domain.ids import new_id
+from dhub.runtime.durable import RunExecutor
+from dhub.runtime.ports import NoModel, RealClock, SandboxFunctions
+from dhub.sandbox.runner import SandboxRunner, SandboxSettings
 from dhub.services.agents import AgentService
 from dhub.services.examples import load_examples
 from dhub.services.principals import PrincipalService
+from dhub.services.runs import Graphs, RunService
 from dhub.settings import Settings
 from dhub.store.db import Database
 
@@ -36,8 +43,23 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         db = Database(settings.database_url)
         await db.migrate()
         auth = Authenticator(db)
+        agent_service = AgentService(db)
+        sandbox = SandboxRunner(SandboxSettings.from_env(settings.data_dir))
+        graphs = Graphs(db)
+        executor = RunExecutor(
+            db,
+            graphs,
+            lambda owner: SandboxFunctions(sandbox, owner),
+            NoModel("model providers arrive with the providers issue"),
+            RealClock(),
+            owner=f"server.{socket.gethostname()}.{os.getpid()}.{new_id('w')[-6:]}",
+        )
         services = Services(
-            db=db, auth=auth, agents=AgentService(db), principals=PrincipalService(db, auth)
+            db=db,
+            auth=auth,
+            agents=agent_service,
+            principals=PrincipalService(db, auth),
+            runs=RunService(db, agent_service, graphs, executor),
         )
         app.state.services = services
         boot = await ensure_admin(db, settings.data_dir, settings.admin_token)
@@ -51,9 +73,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if boot.fresh and settings.examples_dir is not None:
             admin = Principal(ADMIN_ID, is_admin=True)
             await load_examples(services.agents, admin, settings.examples_dir)
+        resumed = await executor.recover()
+        if resumed:
+            log.info("resumed %d unfinished run(s)", len(resumed))
         try:
             yield
         finally:
+            await executor.close()
+            await sandbox.close()
             await db.dispose()
 
     app = FastAPI(
@@ -66,6 +93,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(agents.router, prefix="/api/v1")
     app.include_router(principals.router, prefix="/api/v1")
+    app.include_router(runs.router, prefix="/api/v1")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

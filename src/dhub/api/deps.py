@@ -13,6 +13,7 @@ from dhub.access.tokens import Authenticator
 from dhub.domain.errors import FieldError, InvalidInput, TooLarge
 from dhub.services.agents import AgentService
 from dhub.services.principals import PrincipalService
+from dhub.services.runs import RunService
 from dhub.store.db import Database
 
 
@@ -22,6 +23,7 @@ class Services:
     auth: Authenticator
     agents: AgentService
     principals: PrincipalService
+    runs: RunService
 
 
 async def services(request: Request) -> Services:

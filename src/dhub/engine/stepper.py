@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dhub.domain.nodes import ActorCallWorkflowNode, HumanInputWorkflowNode
+from dhub.domain.nodes import ActorCallWorkflowNode, HumanInputWorkflowNode, StartWorkflowNode
 from dhub.engine import actions
 from dhub.engine.actions import NodeFailure
 from dhub.engine.compile import CompiledGraph, Link
@@ -36,7 +36,7 @@ from dhub.engine.state import (
     Woke,
     node_key,
 )
-from dhub.engine.values import InputError, check_submission
+from dhub.engine.values import InputError, check_submission, coerce_inputs
 from dhub.engine.walk import Walk
 
 __all__ = [
@@ -128,10 +128,8 @@ class Stepper:
         """The start node's inputs, typed; raises InputError naming each problem (the API's
         422 before a run is created)."""
         start = self.graph.nodes[self.graph.start]
-        try:
-            return actions.start_values(start, inputs)  # type: ignore[arg-type]
-        except NodeFailure as failure:
-            raise InputError(str(failure)) from failure
+        assert isinstance(start, StartWorkflowNode)
+        return coerce_inputs(start.config.variables, inputs)
 
     # -- events -------------------------------------------------------------------------------
 

@@ -19,7 +19,12 @@ _PYTHON_TYPES: dict[str, tuple[type, ...]] = {
 
 
 class InputError(ValueError):
-    """The run's inputs do not fit the start node's variables."""
+    """The run's inputs do not fit the start node's variables; ``problems`` pairs each
+    input's name with what is wrong with it."""
+
+    def __init__(self, message: str, problems: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
 
 
 def is_type(kind: str, value: Any) -> bool:
@@ -58,21 +63,25 @@ def coerce_inputs(variables: Sequence[StartVariable], inputs: dict[str, Any]) ->
     """The inputs a run starts with: declared ones typed, defaults filled in, every problem
     reported at once. Undeclared inputs pass through unchanged."""
     values = dict(inputs)
-    problems = []
+    problems: list[str] = []
+    named: list[tuple[str, str]] = []
     for var in variables:
         if var.name not in inputs:
             if var.default is not MISSING:
                 values[var.name] = var.default
             elif var.required:
                 problems.append(f"'{var.name}' is required ({var.type})")
+                named.append((var.name, f"is required ({var.type})"))
             continue
         typed = _coerce(var.type, inputs[var.name])
         if typed is MISSING:
-            problems.append(f"'{var.name}' should be {_a(var.type)}, got {inputs[var.name]!r:.60}")
+            wrong = f"should be {_a(var.type)}, got {inputs[var.name]!r:.60}"
+            problems.append(f"'{var.name}' {wrong}")
+            named.append((var.name, wrong))
         else:
             values[var.name] = typed
     if problems:
-        raise InputError("invalid inputs: " + "; ".join(problems))
+        raise InputError("invalid inputs: " + "; ".join(problems), named)
     return values
 
 

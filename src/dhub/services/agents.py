@@ -288,6 +288,34 @@ class AgentService:
         )
         return AgentView(snapshot, owners, scope)
 
+    async def for_run(
+        self, principal: Principal, agent_id: str, version: int | None
+    ) -> tuple[repo.AgentRecord, str]:
+        """The agent (checked: the caller may run it) and the document of ``version`` (the
+        latest when None), as stored."""
+        async with self.db.read(snapshot=True) as conn:
+            record, _, _ = await self._load(conn, principal, agent_id, "run")
+            if version is None or version == record.version:
+                return record, record.document
+            found = await repo.get_version(conn, agent_id, version)
+        if found is None:
+            raise NotFound(
+                f"Agent '{agent_id}' has no version {version}; it has versions 1 to "
+                f"{record.version}."
+            )
+        return record, found.document
+
+    async def readable(self, principal: Principal, agent_id: str) -> repo.AgentRecord:
+        """The agent, when the caller may read it (runs are seen through their agent)."""
+        async with self.db.read() as conn:
+            record, _, _ = await self._load(conn, principal, agent_id, "read")
+        return record
+
+    async def runnable(self, principal: Principal, agent_id: str) -> repo.AgentRecord:
+        async with self.db.read() as conn:
+            record, _, _ = await self._load(conn, principal, agent_id, "run")
+        return record
+
     @staticmethod
     def validate(doc: Any) -> dict[str, Any]:
         _, errors = collect_errors(doc)

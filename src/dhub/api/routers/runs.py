@@ -1,0 +1,125 @@
+"""/api/v1/agents/{id}/runs and /api/v1/runs: thin routes over RunService."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel
+
+from dhub.api.deps import Ctx, json_body
+from dhub.api.responses import ERROR_RESPONSES, JSON
+from dhub.store.runs import EventRecord, RunRecord
+
+router = APIRouter(tags=["runs"], responses=ERROR_RESPONSES)
+
+RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled"]
+
+
+class Run(BaseModel):
+    id: str
+    agent_id: str
+    agent_version: int
+    user_id: str
+    status: RunStatus
+    waiting: dict[str, Any] | None
+    inputs: dict[str, Any]
+    outputs: dict[str, Any] | None
+    error: dict[str, Any] | None
+    usage: dict[str, Any]
+    created_at: int
+    started_at: int | None
+    finished_at: int | None
+    updated_at: int
+
+
+class RunList(BaseModel):
+    data: list[Run]
+    next_cursor: str | None
+
+
+class RunEvent(BaseModel):
+    seq: int
+    type: str
+    node_id: str | None
+    data: dict[str, Any]
+    created_at: int
+
+
+class RunEventList(BaseModel):
+    data: list[RunEvent]
+
+
+class StartRun(BaseModel):
+    inputs: dict[str, Any] = {}
+    version: int | None = None
+
+
+def run_json(run: RunRecord) -> dict[str, Any]:
+    return {
+        "id": run.id, "agent_id": run.agent_id, "agent_version": run.agent_version,
+        "user_id": run.user_id, "status": run.status, "waiting": run.waiting,
+        "inputs": run.inputs, "outputs": run.outputs, "error": run.error, "usage": run.usage,
+        "created_at": run.created_at, "started_at": run.started_at,
+        "finished_at": run.finished_at, "updated_at": run.updated_at,
+    }  # fmt: skip
+
+
+def event_json(event: EventRecord) -> dict[str, Any]:
+    return {
+        "seq": event.seq, "type": event.type, "node_id": event.node_id, "data": event.data,
+        "created_at": event.created_at,
+    }  # fmt: skip
+
+
+_START_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": StartRun.model_json_schema()}},
+    }
+}
+
+
+@router.post(
+    "/agents/{agent_id}/runs", status_code=202, response_model=Run, openapi_extra=_START_BODY
+)
+async def start_run(agent_id: str, request: Request, ctx: Ctx) -> Any:
+    """Start a run of the agent (its latest version, or ``version``); it executes in the
+    background: poll the run, or read its events."""
+    run = await ctx.svc.runs.start(ctx.who, agent_id, await json_body(request))
+    return JSON(run_json(run), status_code=202, headers={"Location": f"/api/v1/runs/{run.id}"})
+
+
+@router.get("/runs", response_model=RunList)
+async def list_runs(
+    ctx: Ctx,
+    agent_id: str | None = None,
+    status: RunStatus | None = None,
+    limit: int = Query(50, ge=1, le=200),
+    cursor: str | None = None,
+) -> Any:
+    """Runs of an agent the caller may read, or (without ``agent_id``) the caller's own runs
+    (admins: every run); newest first."""
+    page = await ctx.svc.runs.page(ctx.who, agent_id, status, limit, cursor)
+    return JSON({"data": [run_json(r) for r in page.data], "next_cursor": page.next_cursor})
+
+
+@router.get("/runs/{run_id}", response_model=Run)
+async def get_run(run_id: str, ctx: Ctx) -> Any:
+    return JSON(run_json(await ctx.svc.runs.get(ctx.who, run_id)))
+
+
+@router.post("/runs/{run_id}/cancel", response_model=Run)
+async def cancel_run(run_id: str, ctx: Ctx) -> Any:
+    return JSON(run_json(await ctx.svc.runs.cancel(ctx.who, run_id)))
+
+
+@router.get("/runs/{run_id}/events", response_model=RunEventList)
+async def run_events(
+    run_id: str,
+    ctx: Ctx,
+    after: int = Query(0, ge=0, description="Only events after this seq."),
+    limit: int = Query(500, ge=1, le=5000),
+) -> Any:
+    events = await ctx.svc.runs.events(ctx.who, run_id, after, limit)
+    return JSON({"data": [event_json(e) for e in events]})

@@ -1,0 +1,203 @@
+"""Runs of agents (DESIGN.md 4): start, read, list, cancel, read their events.
+
+A run is visible to whoever may read its agent, and started or cancelled by whoever may run it
+(the ``runner`` scope). Start inputs are checked against the start node before the run exists
+(422 naming each input). The run then executes in this process's RunExecutor.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from dhub.access.principal import Principal
+from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
+from dhub.domain.ids import new_id, now_ms
+from dhub.engine.compile import CompiledGraph, compile_document
+from dhub.engine.stepper import Stepper
+from dhub.engine.values import InputError
+from dhub.runtime.durable import RunExecutor
+from dhub.services.agents import AgentService
+from dhub.store import runs as store
+from dhub.store.db import Database
+
+FINISHED = ("succeeded", "failed", "cancelled")
+_GRAPHS_CACHED = 256
+
+
+@dataclass(frozen=True)
+class RunPage:
+    data: list[store.RunRecord]
+    next_cursor: str | None
+
+
+class Graphs:
+    """Compiled agent versions (a version never changes, so it compiles once)."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._cache: OrderedDict[tuple[str, int], CompiledGraph] = OrderedDict()
+
+    def put(self, agent_id: str, version: int, document: str) -> CompiledGraph:
+        key = (agent_id, version)
+        graph = self._cache.get(key)
+        if graph is None:
+            graph = compile_document(orjson.loads(document))
+            self._cache[key] = graph
+            while len(self._cache) > _GRAPHS_CACHED:
+                self._cache.popitem(last=False)
+        self._cache.move_to_end(key)
+        return graph
+
+    async def __call__(self, agent_id: str, version: int) -> CompiledGraph:
+        cached = self._cache.get((agent_id, version))
+        if cached is not None:
+            return cached
+        from dhub.store import agents as agents_store
+
+        async with self.db.read() as conn:
+            found = await agents_store.get_version(conn, agent_id, version)
+        if found is None:
+            raise NotFound(f"Agent '{agent_id}' has no version {version}.")
+        return self.put(agent_id, version, found.document)
+
+
+class RunService:
+    def __init__(
+        self, db: Database, agents: AgentService, graphs: Graphs, executor: RunExecutor
+    ) -> None:
+        self.db = db
+        self.agents = agents
+        self.graphs = graphs
+        self.executor = executor
+
+    async def start(self, who: Principal, agent_id: str, body: Any) -> store.RunRecord:
+        inputs, version = _start_body(body)
+        record, document = await self.agents.for_run(who, agent_id, version)
+        version = version or record.version
+        if orjson.loads(document).get("mode") != "workflow":
+            raise InvalidInput(
+                [FieldError("", "Only workflow agents run on the server yet; react agents "
+                            "arrive with the react runtime.", "unsupported_mode")]
+            )  # fmt: skip
+        graph = self.graphs.put(agent_id, version, document)
+        try:
+            typed = Stepper(graph).check_inputs(inputs)
+        except InputError as exc:
+            errors = [
+                FieldError(f"/inputs/{name}", f"'{name}' {problem}.", "invalid_input")
+                for name, problem in exc.problems
+            ]
+            raise InvalidInput(
+                errors or [FieldError("/inputs", str(exc), "invalid_input")]
+            ) from exc
+        at = now_ms()
+        run = store.RunRecord(
+            id=new_id("run"), agent_id=agent_id, agent_version=version, user_id=who.user_id,
+            status="queued", waiting=None, inputs=typed, outputs=None, error=None, usage={},
+            conversation_id=None, idempotency_key=None, step_count=1, event_count=0,
+            created_at=at, started_at=None, finished_at=None, updated_at=at, lease_owner=None,
+            lease_expires_at=None,
+        )  # fmt: skip
+        async with self.db.write() as conn:
+            await store.insert_run(conn, run, {})
+        context = {"run_id": run.id, "agent_id": agent_id, "user_id": who.user_id}
+        self.executor.start(run, context)
+        return run
+
+    async def get(self, who: Principal, run_id: str) -> store.RunRecord:
+        async with self.db.read() as conn:
+            run = await store.get_run(conn, run_id)
+        if run is None:
+            raise NotFound(f"No run with id '{run_id}'.")
+        try:
+            await self.agents.readable(who, run.agent_id)
+        except NotFound:
+            raise NotFound(f"No run with id '{run_id}'.") from None
+        return run
+
+    async def page(
+        self,
+        who: Principal,
+        agent_id: str | None,
+        status: str | None,
+        limit: int,
+        cursor: str | None,
+    ) -> RunPage:
+        """With ``agent_id``: that agent's runs (the caller may read it). Without: the runs the
+        caller started (admins: every run)."""
+        if agent_id is not None:
+            await self.agents.readable(who, agent_id)
+        mine = None if (agent_id is not None or who.is_admin) else who.user_id
+        flt = store.RunFilter(agent_id=agent_id, status=status, user_id=mine)
+        after = _decode(cursor) if cursor else None
+        async with self.db.read() as conn:
+            found = await store.list_runs(conn, flt, None, after, limit + 1)
+        more = len(found) > limit
+        return RunPage(found[:limit], _encode(found[limit - 1].id) if more else None)
+
+    async def cancel(self, who: Principal, run_id: str) -> store.RunRecord:
+        run = await self.get(who, run_id)
+        await self.agents.runnable(who, run.agent_id)
+        if run.status in FINISHED:
+            raise Conflict(f"Run '{run_id}' already ended ({run.status}); nothing to cancel.")
+        if not await self.executor.cancel(run_id):
+            await self._cancel_stored(run)
+        return await self.get(who, run_id)
+
+    async def _cancel_stored(self, run: store.RunRecord) -> None:
+        """A run no task of this process holds (its worker stopped): record it cancelled."""
+        at = now_ms()
+        async with self.db.write() as conn:
+            pending = await store.pending_commands(conn, run.id)
+            current = await store.get_run(conn, run.id)
+            assert current is not None
+            await store.record_step(
+                conn, run.id, current.step_count,
+                [["set", ["status"], "cancelled"], ["set", ["pending"], {}]],
+                events=[{"type": "run.cancelled", "reason": "cancelled through the API"}],
+                closed={c.command_id: "cancelled" for c in pending},
+                changes={"status": "cancelled", "waiting": None, "finished_at": at}, at=at,
+            )  # fmt: skip
+
+    async def events(
+        self, who: Principal, run_id: str, after: int, limit: int
+    ) -> list[store.EventRecord]:
+        await self.get(who, run_id)
+        async with self.db.read() as conn:
+            return await store.events_after(conn, run_id, after, limit)
+
+
+def _start_body(body: Any) -> tuple[dict[str, Any], int | None]:
+    if not isinstance(body, dict):
+        raise InvalidInput([FieldError("", "The body should be an object: "
+                                       '{"inputs": {...}, "version": n}.', "type")])  # fmt: skip
+    unknown = sorted(set(body) - {"inputs", "version", "stream"})
+    errors = [FieldError(f"/{k}", f"Unknown field '{k}'.", "unknown_field") for k in unknown]
+    inputs = body.get("inputs", {})
+    if not isinstance(inputs, dict):
+        errors.append(FieldError("/inputs", "inputs should be an object of named values.", "type"))
+    version = body.get("version")
+    if version is not None and (not isinstance(version, int) or isinstance(version, bool)
+                                or version < 1):  # fmt: skip
+        errors.append(FieldError("/version", "version should be a whole number >= 1.", "type"))
+    if errors:
+        raise InvalidInput(errors)
+    return inputs, version
+
+
+def _encode(run_id: str) -> str:
+    return base64.urlsafe_b64encode(run_id.encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str) -> str:
+    try:
+        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidInput(
+            [FieldError("/query/cursor", "Not a cursor this API gave out.", "cursor")]
+        ) from None
