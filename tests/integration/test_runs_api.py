@@ -113,3 +113,54 @@ def test_who_may_start_read_and_cancel(client: TestClient) -> None:
     assert [r["id"] for r in mine] == [run["id"]]
     assert ok(client.get(f"{API}/runs", headers=as_(viewer)))["data"] == []  # started none
     ok(client.post(f"{API}/runs/{run['id']}/cancel", headers=as_(runner)))
+
+
+def test_a_person_answers_the_triage_form_through_tasks(client: TestClient) -> None:
+    triage = create(client, TRIAGE)
+    body = {"inputs": {"ticket": "Total outage since 9am", "customer": "acme"}}
+    run = ok(client.post(f"{API}/agents/{triage}/runs", json=body), 202)
+    until(client, run["id"], "waiting")
+    [task] = ok(client.get(f"{API}/tasks"))["data"]
+    assert (task["run_id"], task["kind"], task["node_id"]) == (run["id"], "await_input", "approve")
+    assert task["request"]["prompt"] == "Escalate ticket from acme: Total outage since 9am?"
+    answer = f"{API}/runs/{run['id']}/inputs/approve"
+    refused = client.post(answer, json={"values": {"escalate": "maybe"}})
+    assert refused.status_code == 422 and "escalate" in refused.json()["errors"][0]["message"]
+    stranger = user(client, "sam")
+    sam = {"Authorization": stranger["Authorization"]}
+    assert client.post(answer, json={"values": {"escalate": True}}, headers=sam).status_code == 404
+    assert ok(client.get(f"{API}/tasks", headers=sam))["data"] == []
+    ok(client.post(answer, json={"values": {"escalate": True}}), 202)
+    done = until(client, run["id"], "succeeded", "failed")
+    assert done["outputs"] == {"category": "bug", "summary": "URGENT bug from acme; escalate=True"}
+    assert ok(client.get(f"{API}/tasks"))["data"] == []
+    assert client.post(answer, json={"values": {"escalate": True}}).status_code == 404
+
+
+REFUND = {
+    "name": "refunds", "description": "", "mode": "workflow", "input_mode": "event",
+    "nodes": [
+        {"id": "start", "type": "start", "config": {"variables": [
+            {"name": "amount", "type": "number"}]}},
+        {"id": "pay", "type": "actor_call", "config": {
+            "actor": {"name": "refund", "confirmation_policy": "confirm", "function": {
+                "source": "def refund(amount):\n    return {'refunded': amount}\n"}},
+            "input_mappings": {"amount": "{{ amount }}"}, "outputs": {"paid": "refunded"}}},
+        {"id": "end", "type": "end", "config": {"outputs": [
+            {"name": "paid", "type": "number", "value": "{{ paid }}"}]}},
+    ],
+    "edges": [{"source": "start", "target": "pay"}, {"source": "pay", "target": "end"}],
+}  # fmt: skip
+
+
+def test_an_actor_call_is_confirmed_with_edited_arguments(client: TestClient) -> None:
+    refunds = create(client, REFUND)
+    run = ok(client.post(f"{API}/agents/{refunds}/runs", json={"inputs": {"amount": 30}}), 202)
+    waiting = until(client, run["id"], "waiting")
+    assert waiting["waiting"]["for"] == "confirmation"
+    [task] = ok(client.get(f"{API}/tasks"))["data"]
+    assert task["request"]["arguments"] == {"amount": 30}
+    confirm = f"{API}/runs/{run['id']}/confirmations/{task['command_id']}"
+    assert client.post(confirm, json={"approve": "yes"}).status_code == 422
+    ok(client.post(confirm, json={"approve": True, "arguments": {"amount": 5}}), 202)
+    assert until(client, run["id"], "succeeded", "failed")["outputs"] == {"paid": 5}

@@ -28,7 +28,7 @@ from dhub.sandbox.runner import SandboxRunner, SandboxSettings
 from dhub.services.agents import AgentService
 from dhub.services.examples import load_examples
 from dhub.services.principals import PrincipalService
-from dhub.services.runs import Graphs, RunService
+from dhub.services.runs import Graphs, RunService, TaskService
 from dhub.settings import Settings
 from dhub.store.db import Database
 
@@ -54,12 +54,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             RealClock(),
             owner=f"server.{socket.gethostname()}.{os.getpid()}.{new_id('w')[-6:]}",
         )
+        run_service = RunService(db, agent_service, graphs, executor)
         services = Services(
             db=db,
             auth=auth,
             agents=agent_service,
             principals=PrincipalService(db, auth),
-            runs=RunService(db, agent_service, graphs, executor),
+            runs=run_service,
+            tasks=TaskService(db, run_service),
         )
         app.state.services = services
         boot = await ensure_admin(db, settings.data_dir, settings.admin_token)

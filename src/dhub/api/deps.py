@@ -13,7 +13,7 @@ from dhub.access.tokens import Authenticator
 from dhub.domain.errors import FieldError, InvalidInput, TooLarge
 from dhub.services.agents import AgentService
 from dhub.services.principals import PrincipalService
-from dhub.services.runs import RunService
+from dhub.services.runs import RunService, TaskService
 from dhub.store.db import Database
 
 
@@ -24,6 +24,7 @@ class Services:
     agents: AgentService
     principals: PrincipalService
     runs: RunService
+    tasks: TaskService
 
 
 async def services(request: Request) -> Services:

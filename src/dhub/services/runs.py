@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import base64
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from dhub.access.principal import Principal
-from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
+from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
+from dhub.domain.nodes import InputField
 from dhub.engine.compile import CompiledGraph, compile_document
 from dhub.engine.stepper import Stepper
-from dhub.engine.values import InputError
+from dhub.engine.values import InputError, check_submission
 from dhub.runtime.durable import RunExecutor
+from dhub.runtime.ports import Answer, Decision
 from dhub.services.agents import AgentService
 from dhub.store import runs as store
 from dhub.store.db import Database
@@ -170,6 +173,64 @@ class RunService:
         await self.get(who, run_id)
         async with self.db.read() as conn:
             return await store.events_after(conn, run_id, after, limit)
+
+
+class TaskService:
+    """Human tasks: the pending input forms and actor confirmations of waiting runs. A task
+    is answered by one of its assignees or, when it has none, by the run's user."""
+
+    def __init__(self, db: Database, runs: RunService) -> None:
+        self.db = db
+        self.runs = runs
+
+    async def mine(self, who: Principal) -> list[store.CommandRecord]:
+        async with self.db.read() as conn:
+            return await store.open_tasks(conn, sorted(who.principal_ids))
+
+    async def _task(
+        self, who: Principal, run_id: str, kind: str, match: Callable[[store.CommandRecord], bool]
+    ) -> tuple[store.RunRecord, store.CommandRecord]:
+        run = await self.runs.get(who, run_id)
+        async with self.db.read() as conn:
+            pending = await store.pending_commands(conn, run_id)
+        found = [c for c in pending if c.kind == kind and match(c)]
+        if not found:
+            raise NotFound(f"Run '{run_id}' is not waiting for that ({run.status}).")
+        task = found[0]
+        allowed = set(task.assignees) if task.assignees else {run.user_id}
+        if not (allowed & who.principal_ids or who.is_admin):
+            raise Forbidden(
+                f"Only {', '.join(sorted(allowed))} may answer this task of run '{run_id}'."
+            )
+        return run, task
+
+    async def answer(self, who: Principal, run_id: str, node_id: str, body: Any) -> None:
+        _, task = await self._task(who, run_id, "await_input", lambda c: c.node_id == node_id)
+        values = body.get("values") if isinstance(body, dict) else None
+        if not isinstance(values, dict):
+            raise InvalidInput([FieldError("/values", "values should be an object of the "
+                                           "form's fields.", "type")])  # fmt: skip
+        fields = [InputField.model_validate(f) for f in task.payload["fields"]]
+        try:
+            check_submission(fields, values)
+        except InputError as exc:
+            raise InvalidInput([FieldError("/values", str(exc), "invalid_answer")]) from exc
+        if not self.runs.executor.answer(run_id, task.command_id, Answer(values, who.user_id)):
+            raise Conflict(f"Run '{run_id}' is not executing here; try again in a moment.")
+
+    async def decide(self, who: Principal, run_id: str, call_id: str, body: Any) -> None:
+        _, task = await self._task(
+            who, run_id, "await_confirmation", lambda c: c.command_id == call_id
+        )
+        if not isinstance(body, dict) or not isinstance(body.get("approve"), bool):
+            raise InvalidInput([FieldError("/approve", "approve (true or false) is required.",
+                                           "missing")])  # fmt: skip
+        arguments = body.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise InvalidInput([FieldError("/arguments", "arguments should be an object.", "type")])
+        decision = Decision(body["approve"], arguments, str(body.get("reason") or ""), who.user_id)
+        if not self.runs.executor.decide(run_id, task.command_id, decision):
+            raise Conflict(f"Run '{run_id}' is not executing here; try again in a moment.")
 
 
 def _start_body(body: Any) -> tuple[dict[str, Any], int | None]:

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from dhub.api.deps import Ctx, json_body
 from dhub.api.responses import ERROR_RESPONSES, JSON
-from dhub.store.runs import EventRecord, RunRecord
+from dhub.store.runs import CommandRecord, EventRecord, RunRecord
 
 router = APIRouter(tags=["runs"], responses=ERROR_RESPONSES)
 
@@ -123,3 +123,47 @@ async def run_events(
 ) -> Any:
     events = await ctx.svc.runs.events(ctx.who, run_id, after, limit)
     return JSON({"data": [event_json(e) for e in events]})
+
+
+class Task(BaseModel):
+    run_id: str
+    command_id: str
+    kind: Literal["await_input", "await_confirmation"]
+    node_id: str
+    frame: str
+    request: dict[str, Any]
+    assignees: list[str]
+    created_at: int
+    due_at: float | None
+
+
+class TaskList(BaseModel):
+    data: list[Task]
+
+
+def task_json(task: CommandRecord) -> dict[str, Any]:
+    return {
+        "run_id": task.run_id, "command_id": task.command_id, "kind": task.kind,
+        "node_id": task.node_id, "frame": task.frame, "request": task.payload,
+        "assignees": task.assignees, "created_at": task.created_at, "due_at": task.due_at,
+    }  # fmt: skip
+
+
+@router.get("/tasks", response_model=TaskList)
+async def list_tasks(ctx: Ctx) -> Any:
+    """Pending human-input forms and actor confirmations the caller may answer."""
+    return JSON({"data": [task_json(t) for t in await ctx.svc.tasks.mine(ctx.who)]})
+
+
+@router.post("/runs/{run_id}/inputs/{node_id}", status_code=202)
+async def answer_input(run_id: str, node_id: str, request: Request, ctx: Ctx) -> Any:
+    """Answer a human_input node: ``{"values": {...}}``, checked against its fields."""
+    await ctx.svc.tasks.answer(ctx.who, run_id, node_id, await json_body(request))
+    return JSON({"accepted": True}, status_code=202)
+
+
+@router.post("/runs/{run_id}/confirmations/{call_id}", status_code=202)
+async def confirm_call(run_id: str, call_id: str, request: Request, ctx: Ctx) -> Any:
+    """Approve (maybe with edited ``arguments``) or reject (with a ``reason``) an actor call."""
+    await ctx.svc.tasks.decide(ctx.who, run_id, call_id, await json_body(request))
+    return JSON({"accepted": True}, status_code=202)
