@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -164,3 +165,56 @@ def test_an_actor_call_is_confirmed_with_edited_arguments(client: TestClient) ->
     assert client.post(confirm, json={"approve": "yes"}).status_code == 422
     ok(client.post(confirm, json={"approve": True, "arguments": {"amount": 5}}), 202)
     assert until(client, run["id"], "succeeded", "failed")["outputs"] == {"paid": 5}
+
+
+def sse(
+    client: TestClient, url: str, stop: str | None = None, **headers: str
+) -> list[dict[str, Any]]:
+    """The events of an SSE stream, read until it ends (or until an event of type ``stop``)."""
+    events: list[dict[str, Any]] = []
+    with client.stream("GET", url, headers={"Accept": "text/event-stream", **headers}) as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        fields: dict[str, str] = {}
+        for line in stream.iter_lines():
+            if line.startswith(":"):
+                continue
+            if line:
+                key, _, value = line.partition(": ")
+                fields[key] = value
+                continue
+            if "data" in fields:
+                event = json.loads(fields["data"])
+                assert int(fields["id"]) == event["seq"] and fields["event"] == event["type"]
+                events.append(event)
+                if event["type"] == stop:
+                    break
+            fields = {}
+    return events
+
+
+def test_a_stream_resumed_with_last_event_id_misses_nothing(client: TestClient) -> None:
+    client.app.state.services.runs.keepalive = 0.1  # type: ignore[attr-defined]
+    triage = create(client, TRIAGE)
+    body = {"inputs": {"ticket": "Total outage since 9am", "customer": "acme"}}
+    run = ok(client.post(f"{API}/agents/{triage}/runs", json=body), 202)
+    url = f"{API}/runs/{run['id']}/events"
+    first = sse(client, url, stop="node.waiting")  # disconnects while the run waits
+    assert first[-1]["node_id"] == "approve"
+    answer = {"values": {"escalate": True}}
+    ok(client.post(f"{API}/runs/{run['id']}/inputs/approve", json=answer), 202)
+    rest = sse(client, url, **{"Last-Event-ID": str(first[-1]["seq"])})
+    stored = ok(client.get(url))["data"]
+    assert first + rest == stored  # each event once, in order
+    assert stored[-1]["type"] == "run.succeeded"
+
+
+def test_starting_with_stream_true_streams_the_run(client: TestClient) -> None:
+    triage = create(client, TRIAGE)
+    body = {"inputs": {"ticket": "Checkout page shows an error"}, "stream": True}
+    events = []
+    with client.stream("POST", f"{API}/agents/{triage}/runs", json=body) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data: "):
+                events.append(json.loads(line[6:]))
+    assert events[0]["type"] == "run.started" and events[-1]["type"] == "run.succeeded"
+    assert events[-1]["data"]["outputs"] == {"category": "bug", "summary": "bug from anonymous"}

@@ -7,9 +7,10 @@ A run is visible to whoever may read its agent, and started or cancelled by whoe
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +70,31 @@ class Graphs:
         return self.put(agent_id, version, found.document)
 
 
+class EventHub:
+    """Wakes the streams of a run when the executor saved a step of it (in this process)."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[str, set[asyncio.Event]] = {}
+
+    def notify(self, run_id: str) -> None:
+        for event in self._waiting.get(run_id, ()):
+            event.set()
+
+    async def wait(self, run_id: str, seconds: float) -> None:
+        """Until the run's next saved step, or ``seconds``."""
+        event = asyncio.Event()
+        self._waiting.setdefault(run_id, set()).add(event)
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except TimeoutError:
+            pass
+        finally:
+            waiting = self._waiting.get(run_id, set())
+            waiting.discard(event)
+            if not waiting:
+                self._waiting.pop(run_id, None)
+
+
 class RunService:
     def __init__(
         self, db: Database, agents: AgentService, graphs: Graphs, executor: RunExecutor
@@ -77,6 +103,9 @@ class RunService:
         self.agents = agents
         self.graphs = graphs
         self.executor = executor
+        self.hub = EventHub()
+        self.keepalive = 15.0  # seconds between keep-alive comments of an idle stream
+        executor.listen(self.hub.notify)
 
     async def start(self, who: Principal, agent_id: str, body: Any) -> store.RunRecord:
         inputs, version = _start_body(body)
@@ -173,6 +202,25 @@ class RunService:
         await self.get(who, run_id)
         async with self.db.read() as conn:
             return await store.events_after(conn, run_id, after, limit)
+
+    async def follow(self, run_id: str, after: int) -> AsyncIterator[store.EventRecord | None]:
+        """Every event after ``after``, in order, as they are saved, until the run ends
+        (``None`` every ``keepalive`` seconds while nothing happens). The stored log is the
+        source: a stream that reconnects with its last seq sees each event exactly once. The
+        caller checks access first (``get``): a stream's status is sent before it starts."""
+        while True:
+            async with self.db.read(snapshot=True) as conn:
+                found = await store.events_after(conn, run_id, after, 500)
+                run = await store.get_run(conn, run_id)
+            for event in found:
+                after = event.seq
+                yield event
+            if found:
+                continue
+            if run is None or run.status in FINISHED:
+                return
+            await self.hub.wait(run_id, self.keepalive)
+            yield None
 
 
 class TaskService:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any, Literal
 
+import orjson
 from fastapi import APIRouter, Query, Request
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from dhub.api.deps import Ctx, json_body
@@ -53,6 +56,7 @@ class RunEventList(BaseModel):
 class StartRun(BaseModel):
     inputs: dict[str, Any] = {}
     version: int | None = None
+    stream: bool = False
 
 
 def run_json(run: RunRecord) -> dict[str, Any]:
@@ -86,7 +90,10 @@ _START_BODY: dict[str, Any] = {
 async def start_run(agent_id: str, request: Request, ctx: Ctx) -> Any:
     """Start a run of the agent (its latest version, or ``version``); it executes in the
     background: poll the run, or read its events."""
-    run = await ctx.svc.runs.start(ctx.who, agent_id, await json_body(request))
+    body = await json_body(request)
+    run = await ctx.svc.runs.start(ctx.who, agent_id, body)
+    if isinstance(body, dict) and body.get("stream") is True:
+        return _stream(ctx.svc.runs.follow(run.id, 0))
     return JSON(run_json(run), status_code=202, headers={"Location": f"/api/v1/runs/{run.id}"})
 
 
@@ -114,15 +121,41 @@ async def cancel_run(run_id: str, ctx: Ctx) -> Any:
     return JSON(run_json(await ctx.svc.runs.cancel(ctx.who, run_id)))
 
 
-@router.get("/runs/{run_id}/events", response_model=RunEventList)
+@router.get(
+    "/runs/{run_id}/events",
+    response_model=RunEventList,
+    responses={200: {"content": {"text/event-stream": {}}}},
+)
 async def run_events(
     run_id: str,
+    request: Request,
     ctx: Ctx,
     after: int = Query(0, ge=0, description="Only events after this seq."),
     limit: int = Query(500, ge=1, le=5000),
 ) -> Any:
+    """The run's events as JSON, or (``Accept: text/event-stream``) as a live stream that ends
+    with the run; ``Last-Event-ID`` resumes a stream after the last event it received."""
+    if "text/event-stream" in request.headers.get("accept", ""):
+        resume = request.headers.get("last-event-id", "")
+        start = int(resume) if resume.isdigit() else after
+        await ctx.svc.runs.get(ctx.who, run_id)
+        return _stream(ctx.svc.runs.follow(run_id, start))
     events = await ctx.svc.runs.events(ctx.who, run_id, after, limit)
     return JSON({"data": [event_json(e) for e in events]})
+
+
+def _stream(events: AsyncIterator[EventRecord | None]) -> StreamingResponse:
+    async def lines() -> AsyncIterator[bytes]:
+        async for event in events:
+            if event is None:
+                yield b": keep-alive\n\n"
+                continue
+            data = orjson.dumps(event_json(event))
+            yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), data)
+
+    return StreamingResponse(
+        lines(), media_type="text/event-stream", headers={"Cache-Control": "no-store"}
+    )
 
 
 class Task(BaseModel):
