@@ -13,6 +13,9 @@ class Settings:
     database_url: str
     admin_token: str | None = None
     examples_dir: Path | None = None
+    # How long a run stays owned by a process that stopped renewing it (crashed) before
+    # another start resumes it.
+    run_lease_seconds: float = 30.0
 
     @classmethod
     def from_env(
@@ -29,6 +32,7 @@ class Settings:
             database_url=url,
             admin_token=os.environ.get("DHUB_ADMIN_TOKEN") or None,
             examples_dir=Path(examples) if examples else None,
+            run_lease_seconds=float(os.environ.get("DHUB_RUN_LEASE_SECONDS") or 30),
         )
 
 

@@ -53,6 +53,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             NoModel("model providers arrive with the providers issue"),
             RealClock(),
             owner=f"server.{socket.gethostname()}.{os.getpid()}.{new_id('w')[-6:]}",
+            lease_seconds=settings.run_lease_seconds,
         )
         run_service = RunService(db, agent_service, graphs, executor)
         services = Services(

@@ -39,6 +39,8 @@ def main() -> None:
     setup = json.loads(sys.stdin.readline())
     global ALONE
     ALONE = bool(setup.get("own_pid_namespace"))
+    if not ALONE:
+        _die_with_parent()
     _drop_privileges(setup.get("uid"))
     _limit(setup.get("limits") or {})
     entry, problem = _load(setup["source"], setup.get("entry"))
@@ -50,6 +52,19 @@ def main() -> None:
         _cpu_budget(float(request.get("cpu") or 0))
         answer = _call(entry, request.get("inputs") or {})
         _answer(answers, {**answer, "seq": request.get("seq"), "clean": _clean()})
+
+
+def _die_with_parent() -> None:
+    """Without bubblewrap (which does this itself), end with the server rather than run on
+    as an orphan when it dies."""
+    import ctypes
+    import signal
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _drop_privileges(uid: int | None) -> None:
