@@ -218,3 +218,19 @@ def test_starting_with_stream_true_streams_the_run(client: TestClient) -> None:
                 events.append(json.loads(line[6:]))
     assert events[0]["type"] == "run.started" and events[-1]["type"] == "run.succeeded"
     assert events[-1]["data"]["outputs"] == {"category": "bug", "summary": "bug from anonymous"}
+
+
+def test_an_event_starts_a_run_once_per_idempotency_key(client: TestClient) -> None:
+    triage = create(client, TRIAGE)
+    event = {"type": "ticket.created", "payload": {"ticket": "Checkout page shows an error"},
+             "idempotency_key": "ticket-42"}  # fmt: skip
+    first = client.post(f"{API}/agents/{triage}/events", json=event)
+    run = ok(first, 202)
+    assert run["inputs"] == {"ticket": "Checkout page shows an error", "customer": "anonymous"}
+    again = client.post(f"{API}/agents/{triage}/events", json=event)
+    assert ok(again, 200)["id"] == run["id"]  # the first run, never a second one
+    done = until(client, run["id"], "succeeded", "failed")
+    assert done["outputs"] == {"category": "bug", "summary": "bug from anonymous"}
+    assert len(ok(client.get(f"{API}/runs", params={"agent_id": triage}))["data"]) == 1
+    bad = client.post(f"{API}/agents/{triage}/events", json={"payload": []})
+    assert {e["loc"] for e in bad.json()["errors"]} == {"/type", "/payload"}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from sqlalchemy.exc import IntegrityError
 
 from dhub.access.principal import Principal
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
@@ -109,6 +110,41 @@ class RunService:
 
     async def start(self, who: Principal, agent_id: str, body: Any) -> store.RunRecord:
         inputs, version = _start_body(body)
+        return await self._start(who, agent_id, inputs, version, None, {})
+
+    async def start_event(
+        self, who: Principal, agent_id: str, body: Any
+    ) -> tuple[store.RunRecord, bool]:
+        """A run started by an event (input mode ``event``): the start variables come from
+        its payload, ``sys.event`` holds it. A repeated idempotency key gives the run the
+        first event started (and False), never a second run."""
+        kind, payload, key = _event_body(body)
+        if key is not None:
+            await self.agents.runnable(who, agent_id)
+            async with self.db.read() as conn:
+                found = await store.find_by_idempotency_key(conn, agent_id, key)
+            if found is not None:
+                return found, False
+        event = {"type": kind, "payload": payload}
+        try:
+            run = await self._start(who, agent_id, payload, None, key, {"event": event})
+        except IntegrityError:  # the same key, started concurrently: that run it is
+            async with self.db.read() as conn:
+                found = await store.find_by_idempotency_key(conn, agent_id, str(key))
+            if found is None:
+                raise
+            return found, False
+        return run, True
+
+    async def _start(
+        self,
+        who: Principal,
+        agent_id: str,
+        inputs: dict[str, Any],
+        version: int | None,
+        key: str | None,
+        sys_extra: dict[str, Any],
+    ) -> store.RunRecord:
         record, document = await self.agents.for_run(who, agent_id, version)
         version = version or record.version
         if orjson.loads(document).get("mode") != "workflow":
@@ -131,13 +167,13 @@ class RunService:
         run = store.RunRecord(
             id=new_id("run"), agent_id=agent_id, agent_version=version, user_id=who.user_id,
             status="queued", waiting=None, inputs=typed, outputs=None, error=None, usage={},
-            conversation_id=None, idempotency_key=None, step_count=1, event_count=0,
+            conversation_id=None, idempotency_key=key, step_count=1, event_count=0,
             created_at=at, started_at=None, finished_at=None, updated_at=at, lease_owner=None,
             lease_expires_at=None,
         )  # fmt: skip
         async with self.db.write() as conn:
             await store.insert_run(conn, run, {})
-        context = {"run_id": run.id, "agent_id": agent_id, "user_id": who.user_id}
+        context = {"run_id": run.id, "agent_id": agent_id, "user_id": who.user_id, **sys_extra}
         self.executor.start(run, context)
         return run
 
@@ -279,6 +315,27 @@ class TaskService:
         decision = Decision(body["approve"], arguments, str(body.get("reason") or ""), who.user_id)
         if not self.runs.executor.decide(run_id, task.command_id, decision):
             raise Conflict(f"Run '{run_id}' is not executing here; try again in a moment.")
+
+
+def _event_body(body: Any) -> tuple[str, dict[str, Any], str | None]:
+    if not isinstance(body, dict):
+        shape = '{"type": "...", "payload": {...}, "idempotency_key": "..."}'
+        raise InvalidInput([FieldError("", f"The body should be an object: {shape}.", "type")])
+    errors = [
+        FieldError(f"/{k}", f"Unknown field '{k}'.", "unknown_field")
+        for k in sorted(set(body) - {"type", "payload", "idempotency_key"})
+    ]
+    kind, payload, key = body.get("type"), body.get("payload", {}), body.get("idempotency_key")
+    if not isinstance(kind, str) or not kind:
+        errors.append(FieldError("/type", "type (a non-empty string) is required.", "missing"))
+    if not isinstance(payload, dict):
+        errors.append(FieldError("/payload", "payload should be an object.", "type"))
+    if key is not None and (not isinstance(key, str) or not 1 <= len(key) <= 200):
+        errors.append(FieldError("/idempotency_key", "idempotency_key should be a string of "
+                                 "1 to 200 characters.", "type"))  # fmt: skip
+    if errors:
+        raise InvalidInput(errors)
+    return str(kind), payload, key
 
 
 def _start_body(body: Any) -> tuple[dict[str, Any], int | None]:

@@ -309,6 +309,17 @@ async def get_run(conn: Conn, run_id: str) -> RunRecord | None:
     return RunRecord(*row) if row else None
 
 
+_BY_KEY = select(*_RUN_COLUMNS).where(
+    runs.c.agent_id == bindparam("agent_id"), runs.c.idempotency_key == bindparam("key")
+)
+
+
+async def find_by_idempotency_key(conn: Conn, agent_id: str, key: str) -> RunRecord | None:
+    """The run an event with this idempotency key already started for the agent."""
+    row = (await conn.execute(_BY_KEY, {"agent_id": agent_id, "key": key})).first()
+    return RunRecord(*row) if row else None
+
+
 async def load_state(conn: Conn, run_id: str) -> dict[str, Any]:
     """The run's state after its last stored step: its patches replayed in order."""
     state: dict[str, Any] = {}

@@ -97,6 +97,35 @@ async def start_run(agent_id: str, request: Request, ctx: Ctx) -> Any:
     return JSON(run_json(run), status_code=202, headers={"Location": f"/api/v1/runs/{run.id}"})
 
 
+class AgentEvent(BaseModel):
+    type: str
+    payload: dict[str, Any] = {}
+    idempotency_key: str | None = None
+
+
+_EVENT_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": AgentEvent.model_json_schema()}},
+    }
+}
+
+
+@router.post(
+    "/agents/{agent_id}/events",
+    status_code=202,
+    response_model=Run,
+    openapi_extra=_EVENT_BODY,
+    responses={200: {"model": Run, "description": "The run this idempotency key started"}},
+)
+async def send_event(agent_id: str, request: Request, ctx: Ctx) -> Any:
+    """Start a run from an event: its payload gives the start variables. A repeated
+    ``idempotency_key`` answers 200 with the run the first event started."""
+    run, created = await ctx.svc.runs.start_event(ctx.who, agent_id, await json_body(request))
+    headers = {"Location": f"/api/v1/runs/{run.id}"}
+    return JSON(run_json(run), status_code=202 if created else 200, headers=headers)
+
+
 @router.get("/runs", response_model=RunList)
 async def list_runs(
     ctx: Ctx,
