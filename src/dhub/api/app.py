@@ -19,13 +19,14 @@ from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
 from dhub.api import errors
 from dhub.api.deps import Services
-from dhub.api.routers import agents, health, principals, runs
+from dhub.api.routers import agents, conversations, health, principals, runs
 from dhub.domain.agent import AgentSpec
 from dhub.domain.ids import new_id
 from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import NoModel, RealClock, SandboxFunctions
 from dhub.sandbox.runner import SandboxRunner, SandboxSettings
 from dhub.services.agents import AgentService
+from dhub.services.conversations import ConversationService
 from dhub.services.examples import load_examples
 from dhub.services.principals import PrincipalService
 from dhub.services.runs import Graphs, RunService, TaskService
@@ -63,6 +64,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             principals=PrincipalService(db, auth),
             runs=run_service,
             tasks=TaskService(db, run_service),
+            conversations=ConversationService(db, run_service),
         )
         app.state.services = services
         boot = await ensure_admin(db, settings.data_dir, settings.admin_token)
@@ -97,6 +99,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(agents.router, prefix="/api/v1")
     app.include_router(principals.router, prefix="/api/v1")
     app.include_router(runs.router, prefix="/api/v1")
+    app.include_router(conversations.router, prefix="/api/v1")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

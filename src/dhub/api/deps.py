@@ -12,6 +12,7 @@ from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
 from dhub.domain.errors import FieldError, InvalidInput, TooLarge
 from dhub.services.agents import AgentService
+from dhub.services.conversations import ConversationService
 from dhub.services.principals import PrincipalService
 from dhub.services.runs import RunService, TaskService
 from dhub.store.db import Database
@@ -25,6 +26,7 @@ class Services:
     principals: PrincipalService
     runs: RunService
     tasks: TaskService
+    conversations: ConversationService
 
 
 async def services(request: Request) -> Services:

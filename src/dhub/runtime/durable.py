@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from dhub.engine.state import (
 from dhub.runtime import checkpoints, journal
 from dhub.runtime.executor import RunResult, resume_workflow, run_workflow
 from dhub.runtime.ports import Answer, Clock, Decision, FunctionPort, ModelPort
+from dhub.store import conversations as chats
 from dhub.store import runs as store
 from dhub.store.db import Database
 
@@ -96,6 +98,7 @@ class _Journal:
     issued: dict[str, Command] = field(default_factory=dict)  # open commands by id
     notify: Callable[[str], None] | None = None
     stopping: Callable[[], bool] = lambda: False
+    conversation_id: str | None = None  # a chat turn: its reply goes into the conversation
 
     async def __call__(self, step: Step) -> None:
         if self.stopping():
@@ -125,6 +128,11 @@ class _Journal:
                 opened=[store.command_record(self.run_id, c, at) for c in opened],
                 closed=closed, changes=changes, owner=self.owner, at=at,
             )  # fmt: skip
+            if self.conversation_id is not None and status == "succeeded":
+                await chats.add_message(
+                    conn, self.conversation_id, "assistant", chat_reply(step.state.outputs),
+                    self.run_id, at, variables=step.state.conversation,
+                )  # fmt: skip
         self.step += 1
         self.before = after
         if self.notify is not None:
@@ -138,6 +146,18 @@ class _Journal:
                 closed[command_id] = "cancelled" if command_id in cancelled else "done"
                 del self.issued[command_id]
         return closed
+
+
+def chat_reply(outputs: dict[str, Any]) -> str:
+    """A chat turn's reply: the output named ``answer``, else the only text output (DESIGN.md
+    3.2), else all outputs as JSON."""
+    answer = outputs.get("answer")
+    if isinstance(answer, str):
+        return answer
+    texts = [value for value in outputs.values() if isinstance(value, str)]
+    if len(texts) == 1:
+        return texts[0]
+    return json.dumps(outputs)
 
 
 def _ending_events(step: Step) -> list[dict[str, Any]]:
@@ -184,9 +204,15 @@ class RunExecutor:
 
     # -- starting, resuming -----------------------------------------------------------------
 
-    def start(self, run: store.RunRecord, context: dict[str, Any]) -> None:
-        """Execute a run just created (its step 0 stored, empty)."""
-        self._spawn(run.id, self._execute(run, context))
+    def start(
+        self,
+        run: store.RunRecord,
+        context: dict[str, Any],
+        conversation: dict[str, Any] | None = None,
+    ) -> None:
+        """Execute a run just created (its step 0 stored, empty); a chat turn gets its
+        conversation's variables."""
+        self._spawn(run.id, self._execute(run, context, conversation))
 
     async def recover(self) -> list[str]:
         """Resume every unfinished run no live worker holds (after a restart)."""
@@ -218,17 +244,20 @@ class RunExecutor:
         async with self.db.write() as conn:
             return await store.claim(conn, run_id, self.owner, now_ms(), self.lease_seconds)
 
-    async def _execute(self, run: store.RunRecord, context: dict[str, Any]) -> RunResult | None:
+    async def _execute(
+        self, run: store.RunRecord, context: dict[str, Any], conversation: dict[str, Any] | None
+    ) -> RunResult | None:
         if not await self._claim(run.id):
             return None
         graph = await self._graphs(run.agent_id, run.agent_version)
         writer = _Journal(self.db, run.id, self.owner, 1, {}, notify=self._notify)
         writer.stopping = self._is_closing
+        writer.conversation_id = run.conversation_id
         try:
             return await run_workflow(
                 graph, run.inputs, functions=self._functions(_owner(run)), model=self._model,
                 clock=self._clock, human=self._live[run.id].people, context=context,
-                journal=writer,
+                conversation=conversation, journal=writer,
             )  # fmt: skip
         finally:
             await self._release(run.id)
@@ -246,6 +275,7 @@ class RunExecutor:
         commands = [journal.command_from(r.kind, r.payload) for r in rows]
         writer = _Journal(self.db, run_id, self.owner, run.step_count, saved, notify=self._notify)
         writer.stopping = self._is_closing
+        writer.conversation_id = run.conversation_id
         writer.issued = {c.command_id: c for c in commands}  # type: ignore[union-attr]
         state = RunState.from_dict(saved)
         outstanding = [c for c in commands if getattr(c, "command_id", "") in state.pending]

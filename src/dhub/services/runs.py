@@ -27,6 +27,7 @@ from dhub.engine.values import InputError, check_submission
 from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import Answer, Decision
 from dhub.services.agents import AgentService
+from dhub.store import conversations as chats
 from dhub.store import runs as store
 from dhub.store.db import Database
 
@@ -110,7 +111,7 @@ class RunService:
 
     async def start(self, who: Principal, agent_id: str, body: Any) -> store.RunRecord:
         inputs, version = _start_body(body)
-        return await self._start(who, agent_id, inputs, version, None, {})
+        return await self.launch(who, agent_id, inputs, version, None, {})
 
     async def start_event(
         self, who: Principal, agent_id: str, body: Any
@@ -127,7 +128,7 @@ class RunService:
                 return found, False
         event = {"type": kind, "payload": payload}
         try:
-            run = await self._start(who, agent_id, payload, None, key, {"event": event})
+            run = await self.launch(who, agent_id, payload, None, key, {"event": event})
         except IntegrityError:  # the same key, started concurrently: that run it is
             async with self.db.read() as conn:
                 found = await store.find_by_idempotency_key(conn, agent_id, str(key))
@@ -136,7 +137,7 @@ class RunService:
             return found, False
         return run, True
 
-    async def _start(
+    async def launch(
         self,
         who: Principal,
         agent_id: str,
@@ -144,7 +145,10 @@ class RunService:
         version: int | None,
         key: str | None,
         sys_extra: dict[str, Any],
+        chat: tuple[str, dict[str, Any]] | None = None,
     ) -> store.RunRecord:
+        """Check and create a run, then start it; ``chat``: the conversation (id, variables)
+        whose turn this run is."""
         record, document = await self.agents.for_run(who, agent_id, version)
         version = version or record.version
         if orjson.loads(document).get("mode") != "workflow":
@@ -167,14 +171,22 @@ class RunService:
         run = store.RunRecord(
             id=new_id("run"), agent_id=agent_id, agent_version=version, user_id=who.user_id,
             status="queued", waiting=None, inputs=typed, outputs=None, error=None, usage={},
-            conversation_id=None, idempotency_key=key, step_count=1, event_count=0,
+            conversation_id=chat[0] if chat else None, idempotency_key=key, step_count=1,
+            event_count=0,
             created_at=at, started_at=None, finished_at=None, updated_at=at, lease_owner=None,
             lease_expires_at=None,
         )  # fmt: skip
         async with self.db.write() as conn:
             await store.insert_run(conn, run, {})
+            if chat is not None:
+                message = str(sys_extra.get("message", ""))
+                await chats.add_message(
+                    conn, chat[0], "user", message, run.id, at, turn_run_id=run.id
+                )
         context = {"run_id": run.id, "agent_id": agent_id, "user_id": who.user_id, **sys_extra}
-        self.executor.start(run, context)
+        if chat is not None:
+            context["conversation_id"] = chat[0]
+        self.executor.start(run, context, chat[1] if chat else None)
         return run
 
     async def get(self, who: Principal, run_id: str) -> store.RunRecord:

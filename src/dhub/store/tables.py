@@ -264,3 +264,35 @@ run_task_assignees = Table(
     ),
     Index("ix_run_task_assignees_principal", "principal_id", "run_id", "command_id"),
 )
+
+# -- conversations (chat input mode) ------------------------------------------------------------
+
+conversations = Table(
+    "conversations",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("agent_id", String(64), ForeignKey("agents.id", ondelete="CASCADE"), nullable=False),
+    Column("user_id", String(200), nullable=False),
+    Column("variables", JSON, nullable=False),  # the agent's `conversations` variables
+    Column("message_count", Integer, nullable=False),
+    Column("turn_run_id", String(64)),  # the run of the latest turn
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Index("ix_conversations_user", "user_id", "id"),
+)
+
+conversation_messages = Table(
+    "conversation_messages",
+    metadata,
+    Column(
+        "conversation_id",
+        String(64),
+        ForeignKey("conversations.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("seq", Integer, primary_key=True),  # 1, 2, ... per conversation
+    Column("role", String(16), nullable=False),  # user | assistant
+    Column("content", Text, nullable=False),
+    Column("run_id", String(64)),
+    Column("created_at", BigInteger, nullable=False),
+)

@@ -93,7 +93,7 @@ async def start_run(agent_id: str, request: Request, ctx: Ctx) -> Any:
     body = await json_body(request)
     run = await ctx.svc.runs.start(ctx.who, agent_id, body)
     if isinstance(body, dict) and body.get("stream") is True:
-        return _stream(ctx.svc.runs.follow(run.id, 0))
+        return stream_events(ctx.svc.runs.follow(run.id, 0))
     return JSON(run_json(run), status_code=202, headers={"Location": f"/api/v1/runs/{run.id}"})
 
 
@@ -168,12 +168,12 @@ async def run_events(
         resume = request.headers.get("last-event-id", "")
         start = int(resume) if resume.isdigit() else after
         await ctx.svc.runs.get(ctx.who, run_id)
-        return _stream(ctx.svc.runs.follow(run_id, start))
+        return stream_events(ctx.svc.runs.follow(run_id, start))
     events = await ctx.svc.runs.events(ctx.who, run_id, after, limit)
     return JSON({"data": [event_json(e) for e in events]})
 
 
-def _stream(events: AsyncIterator[EventRecord | None]) -> StreamingResponse:
+def stream_events(events: AsyncIterator[EventRecord | None]) -> StreamingResponse:
     async def lines() -> AsyncIterator[bytes]:
         async for event in events:
             if event is None:

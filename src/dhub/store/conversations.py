@@ -1,0 +1,107 @@
+"""Conversations: rows and messages. Repository functions only flush; services commit."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import insert, select, update
+
+from dhub.store.db import Conn
+from dhub.store.tables import conversation_messages, conversations
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRecord:
+    id: str
+    agent_id: str
+    user_id: str
+    variables: dict[str, Any]
+    message_count: int
+    turn_run_id: str | None
+    created_at: int
+    updated_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRecord:
+    seq: int
+    role: str
+    content: str
+    run_id: str | None
+    created_at: int
+
+
+_COLUMNS = (
+    conversations.c.id, conversations.c.agent_id, conversations.c.user_id,
+    conversations.c.variables, conversations.c.message_count, conversations.c.turn_run_id,
+    conversations.c.created_at, conversations.c.updated_at,
+)  # fmt: skip
+
+
+async def insert_conversation(conn: Conn, record: ConversationRecord) -> None:
+    await conn.execute(
+        insert(conversations).values(
+            id=record.id, agent_id=record.agent_id, user_id=record.user_id,
+            variables=record.variables, message_count=0, turn_run_id=None,
+            created_at=record.created_at, updated_at=record.updated_at,
+        )
+    )  # fmt: skip
+
+
+async def get_conversation(conn: Conn, conversation_id: str) -> ConversationRecord | None:
+    row = (
+        await conn.execute(select(*_COLUMNS).where(conversations.c.id == conversation_id))
+    ).first()
+    return ConversationRecord(*row) if row else None
+
+
+async def messages(conn: Conn, conversation_id: str) -> list[MessageRecord]:
+    table = conversation_messages
+    rows = await conn.execute(
+        select(table.c.seq, table.c.role, table.c.content, table.c.run_id, table.c.created_at)
+        .where(table.c.conversation_id == conversation_id)
+        .order_by(table.c.seq)
+    )
+    return [MessageRecord(*row) for row in rows]
+
+
+async def add_message(
+    conn: Conn,
+    conversation_id: str,
+    role: str,
+    content: str,
+    run_id: str | None,
+    at: int,
+    *,
+    variables: dict[str, Any] | None = None,
+    turn_run_id: str | None = None,
+) -> int:
+    """Append a message (its seq follows the conversation's count, taken under the row's
+    write lock) and, with it, the conversation's new variables or the turn's run."""
+    values: dict[str, Any] = {
+        "message_count": conversations.c.message_count + 1,
+        "updated_at": at,
+    }
+    if variables is not None:
+        values["variables"] = variables
+    if turn_run_id is not None:
+        values["turn_run_id"] = turn_run_id
+    row = (
+        await conn.execute(
+            update(conversations)
+            .where(conversations.c.id == conversation_id)
+            .values(values)
+            .returning(conversations.c.message_count)
+        )
+    ).first()
+    if row is None:
+        raise LookupError(f"no conversation {conversation_id}")
+    seq = int(row[0])
+    await conn.execute(
+        insert(conversation_messages).values(
+            conversation_id=conversation_id, seq=seq, role=role, content=content,
+            run_id=run_id, created_at=at,
+        )
+    )  # fmt: skip
+    return seq
