@@ -52,6 +52,7 @@ bench: uv-available
 	$(BIN)/python bench/access_list.py
 	$(BIN)/python bench/engine_overhead.py
 	$(BIN)/python bench/sandbox.py
+	$(BIN)/python bench/runs.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

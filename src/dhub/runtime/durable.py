@@ -237,8 +237,13 @@ class RunExecutor:
         live = self._live.get(run_id)
         if live is not None and live.task is task:
             del self._live[run_id]
-        if not task.cancelled() and task.exception() is not None:
-            log.error("run %s stopped: %r", run_id, task.exception())
+        if task.cancelled():
+            return
+        problem = task.exception()
+        if isinstance(problem, Stopped):
+            log.debug("run %s stopped with the server; it resumes at the next start", run_id)
+        elif problem is not None:
+            log.error("run %s stopped: %r", run_id, problem)
 
     async def _claim(self, run_id: str) -> bool:
         async with self.db.write() as conn:

@@ -1,0 +1,233 @@
+"""Durable runs: what saving every step costs, how runs share the machine, what a waiting run
+holds in memory. Peers in the same run: LangGraph with its SqliteSaver and PostgresSaver.
+
+(a) per-step cost: a chain of N steps (code nodes whose function answers at once, so what is
+    measured is the engine plus the checkpoint), dhub's RunExecutor on SQLite and PostgreSQL
+    against a LangGraph chain of N nodes with a saver (one checkpoint per node);
+(b) concurrency: R runs at once of a 10-step chain whose function waits 10 ms (ideal wall time:
+    0.1 s), on SQLite and PostgreSQL;
+(c) memory: traced Python memory per run waiting for a person (1,000 runs).
+
+The function port is an honest fake (an asyncio sleep) so the sandbox's cost (bench/sandbox.py)
+is not counted twice. Needs the bench group (make bench) and PostgreSQL at 127.0.0.1:5432.
+
+    .venv/bin/python bench/runs.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sqlite3
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Any, TypedDict
+
+import psycopg
+
+from dhub.domain.ids import new_id, now_ms
+from dhub.engine.compile import CompiledGraph, compile_document
+from dhub.engine.state import CallFunction, Done
+from dhub.runtime.durable import RunExecutor
+from dhub.runtime.ports import NoModel, RealClock
+from dhub.store import agents
+from dhub.store import runs as store
+from dhub.store.db import Database
+
+RESULTS = Path(__file__).parent / "results"
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
+PG_BENCH = "postgresql://postgres@127.0.0.1:5432/dhub_bench"
+
+
+class Wait:
+    """The function port: answers after ``seconds`` (0: at once)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    async def call(self, request: CallFunction) -> Done:
+        if self.seconds:
+            await asyncio.sleep(self.seconds)
+        return Done(request.command_id, True, {"v": 1})
+
+
+def chain(steps: int, ask: bool = False) -> dict[str, Any]:
+    nodes: list[dict[str, Any]] = [{"id": "start", "type": "start", "config": {}}]
+    source = "def main():\n    return {'v': 1}\n"
+    for i in range(steps):
+        config = {"source": source, "outputs": {"v": "number"}}
+        nodes.append({"id": f"n{i}", "type": "code", "config": config})
+    if ask:
+        nodes.append({"id": "ask", "type": "human_input", "config": {
+            "prompt": "ok?", "input_fields": [{"name": "ok", "type": "boolean"}]}})  # fmt: skip
+    nodes.append({"id": "end", "type": "end", "config": {}})
+    ids = [n["id"] for n in nodes]
+    edges = [{"source": a, "target": b} for a, b in itertools.pairwise(ids)]
+    return {"name": "bench", "description": "", "mode": "workflow", "input_mode": "event",
+            "nodes": nodes, "edges": edges}  # fmt: skip
+
+
+async def database(url: str) -> Database:
+    db = Database(url)
+    await db.migrate()
+    async with db.write() as conn:
+        row = {
+            "id": "agent.bench", "name": "bench", "folder_key": "", "description": "",
+            "mode": "workflow", "input_mode": "event", "version": 1, "document": "{}",
+            "is_builtin": False, "created_by": "user.admin", "created_at": 1, "updated_at": 1,
+        }  # fmt: skip
+        await agents.insert_agent(conn, row)
+    return db
+
+
+async def start_runs(db: Database, runs: RunExecutor, count: int) -> list[str]:
+    ids = []
+    for _ in range(count):
+        at = now_ms()
+        record = store.RunRecord(
+            new_id("run"),
+            "agent.bench",
+            1,
+            "user.admin",
+            "queued",
+            None,
+            {},
+            None,
+            None,
+            {},
+            None,
+            None,
+            1,
+            0,
+            at,
+            None,
+            None,
+            at,
+            None,
+            None,
+        )
+        async with db.write() as conn:
+            await store.insert_run(conn, record, {})
+        runs.start(record, {"run_id": record.id})
+        ids.append(record.id)
+    return ids
+
+
+def executor(db: Database, graph: CompiledGraph, seconds: float) -> RunExecutor:
+    async def graphs(agent_id: str, version: int) -> CompiledGraph:
+        return graph
+
+    port = Wait(seconds)
+    return RunExecutor(db, graphs, lambda _: port, NoModel(), RealClock(), "bench", 60)
+
+
+async def dhub_per_step(url: str, steps: int, runs_count: int) -> float:
+    db = await database(url)
+    runs = executor(db, compile_document(chain(steps)), 0)
+    started = time.perf_counter()
+    for run_id in await start_runs(db, runs, runs_count):
+        await runs.wait(run_id)
+    elapsed = time.perf_counter() - started
+    await runs.close()
+    await db.dispose()
+    return elapsed / (runs_count * (steps + 1))  # +1: the first step (start, first call)
+
+
+class _State(TypedDict):
+    v: int
+
+
+def langgraph_per_step(saver: Any, steps: int, runs_count: int) -> float:
+    from langgraph.graph import END, START, StateGraph
+
+    graph = StateGraph(_State)
+    names = [f"n{i}" for i in range(steps)]
+    for name in names:
+        graph.add_node(name, lambda s: {"v": s["v"] + 1})
+    for a, b in zip([START, *names], [*names, END], strict=False):
+        graph.add_edge(a, b)
+    app = graph.compile(checkpointer=saver)
+    started = time.perf_counter()
+    for i in range(runs_count):
+        app.invoke({"v": 0}, {"configurable": {"thread_id": f"t{i}"}, "recursion_limit": steps + 5})
+    return (time.perf_counter() - started) / (runs_count * steps)
+
+
+async def concurrent(url: str, count: int) -> float:
+    db = await database(url)
+    runs = executor(db, compile_document(chain(10)), 0.01)
+    started = time.perf_counter()
+    ids = await start_runs(db, runs, count)
+    await asyncio.gather(*(runs.wait(run_id) for run_id in ids))
+    elapsed = time.perf_counter() - started
+    await runs.close()
+    await db.dispose()
+    return elapsed
+
+
+async def waiting_memory(url: str, count: int) -> float:
+    db = await database(url)
+    runs = executor(db, compile_document(chain(1, ask=True)), 0)
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    ids = await start_runs(db, runs, count)
+    for _ in range(600):
+        async with db.read() as conn:
+            waiting = await store.list_runs(
+                conn, store.RunFilter(status="waiting"), None, None, count
+            )
+        if len(waiting) >= count:
+            break
+        await asyncio.sleep(0.05)
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    held = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    assert len(ids) == count
+    await runs.close()
+    await db.dispose()
+    return held / count
+
+
+def fresh_pg() -> None:
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute("DROP DATABASE IF EXISTS dhub_bench")
+        conn.execute("CREATE DATABASE dhub_bench")
+
+
+def main() -> None:
+    rows: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        sqlite_url = f"sqlite:///{tmp}/bench.db"
+        rows["dhub_sqlite_ms_per_step"] = asyncio.run(dhub_per_step(sqlite_url, 20, 20)) * 1e3
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        saver = SqliteSaver(sqlite3.connect(f"{tmp}/lg.db", check_same_thread=False))
+        rows["langgraph_sqlite_ms_per_step"] = langgraph_per_step(saver, 20, 20) * 1e3
+        for count in (200, 1000):
+            url = f"sqlite:///{tmp}/c{count}.db"
+            rows[f"dhub_sqlite_{count}_concurrent_s"] = asyncio.run(concurrent(url, count))
+        memory = asyncio.run(waiting_memory(f"sqlite:///{tmp}/m.db", 1000))
+        rows["dhub_sqlite_bytes_per_waiting_run"] = memory
+    fresh_pg()
+    rows["dhub_postgres_ms_per_step"] = asyncio.run(dhub_per_step(PG_BENCH, 20, 20)) * 1e3
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(PG_BENCH) as pg_saver:
+        pg_saver.setup()
+        rows["langgraph_postgres_ms_per_step"] = langgraph_per_step(pg_saver, 20, 20) * 1e3
+    fresh_pg()
+    rows["dhub_postgres_1000_concurrent_s"] = asyncio.run(concurrent(PG_BENCH, 1000))
+    for key, value in rows.items():
+        print(f"{key:40} {value:12.3f}")
+    print("ideal wall time of a 10-step chain of 10 ms steps: 0.100 s")
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"runs-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    out.write_text(json.dumps(rows, indent=2))
+    print(f"results: {out}")
+
+
+if __name__ == "__main__":
+    main()
