@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from dhub.cli import agents, groups, markings, run, tokens, users
+from dhub.cli import agents, groups, markings, run, runs, tasks, tokens, users
 from dhub.cli._common import Connection
 from dhub.cli.audit import audit
 
@@ -17,6 +17,8 @@ app.add_typer(users.app, name="users")
 app.add_typer(groups.app, name="groups")
 app.add_typer(markings.app, name="markings")
 app.add_typer(tokens.app, name="tokens")
+app.add_typer(runs.app, name="runs")
+app.add_typer(tasks.app, name="tasks")
 app.command()(users.me)
 app.command()(audit)
 app.command("run")(run.run_file)

@@ -1,5 +1,6 @@
 """The synchronous dhub client: one method per agent endpoint, plus ``apply_agent``; the
-identity and sharing methods come from ``AccessMixin`` (_access.py)."""
+identity and sharing methods come from ``AccessMixin`` (_access.py), the run and task methods
+from ``RunsMixin`` (_runs.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from dhub.client._exceptions import (
 )
 from dhub.client._models import Agent, AgentPage, AgentVersion, ApplyResult, ValidationResult
 from dhub.client._paths import follow, query, segment
+from dhub.client._runs import RunsMixin
 
 API_PREFIX = "/api/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0)
@@ -30,7 +32,7 @@ Mode = Literal["react", "workflow"]
 InputMode = Literal["chat", "event"]
 
 
-class Client(AccessMixin):
+class Client(AccessMixin, RunsMixin):
     """A client for one dhub server and one API token.
 
     ``transport`` replaces the network (e.g. ``httpx.MockTransport``); ``http`` replaces the whole

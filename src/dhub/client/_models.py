@@ -3,7 +3,7 @@ and a dict round-trips through files and ``apply`` without losing fields."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from dhub.client._exceptions import FieldError
@@ -60,3 +60,107 @@ class AuditPage:
 
     data: list[AuditEntry]
     next_cursor: str | None
+
+
+# Runs. Typed (unlike agents) because callers branch on their fields: status, outputs, seq.
+RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled"]
+TaskKind = Literal["await_input", "await_confirmation"]
+FINISHED: tuple[RunStatus, ...] = ("succeeded", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of an agent version. ``waiting`` says what a waiting run waits for
+    (``{"for": "input", "node_id": ...}``); ``error`` why a run failed."""
+
+    id: str
+    agent_id: str
+    agent_version: int
+    user_id: str
+    status: RunStatus
+    inputs: dict[str, Any]
+    outputs: dict[str, Any] | None
+    error: dict[str, Any] | None
+    waiting: dict[str, Any] | None
+    usage: dict[str, Any]
+    created_at: int
+    started_at: int | None
+    finished_at: int | None
+    updated_at: int
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Run:
+        fields: dict[str, Any] = {name: raw.get(name) for name in _RUN_FIELDS}
+        return cls(**fields)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_RUN_FIELDS = tuple(Run.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class RunPage:
+    """One page of ``GET /runs``, newest first; pass ``next_cursor`` back for older runs."""
+
+    data: list[Run]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class RunEvent:
+    """One logged event of a run; ``seq`` counts from 1 with no gaps, so ``after=seq``
+    resumes right after it. ``data`` is the event without its ``type`` and ``node_id``."""
+
+    seq: int
+    type: str
+    node_id: str | None
+    data: dict[str, Any]
+    created_at: int
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> RunEvent:
+        return cls(
+            seq=int(raw["seq"]),
+            type=str(raw["type"]),
+            node_id=raw.get("node_id"),
+            data=dict(raw.get("data") or {}),
+            created_at=int(raw["created_at"]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A pending human-input form (``await_input``: answer with ``answer_input(run_id,
+    node_id, ...)``) or actor confirmation (``await_confirmation``: decide with
+    ``confirm_call(run_id, command_id, ...)``). ``request`` holds the prompt and fields, or
+    the actor and its arguments."""
+
+    run_id: str
+    command_id: str
+    kind: TaskKind
+    node_id: str
+    frame: str
+    request: dict[str, Any]
+    assignees: list[str]
+    created_at: int
+    due_at: float | None
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Task:
+        fields: dict[str, Any] = {name: raw.get(name) for name in _TASK_FIELDS}
+        return cls(**fields)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_TASK_FIELDS = tuple(Task.__dataclass_fields__)

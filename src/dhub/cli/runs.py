@@ -1,0 +1,257 @@
+"""``dhub runs ...``: start runs of agents on the server and watch them.
+
+``start --wait`` and ``start --follow`` exit like ``dhub run``: 0 when the run succeeds (its
+outputs on stdout as JSON), 1 when it fails or is cancelled (why, on stderr).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from dhub.cli._common import (
+    DocumentError,
+    client_from,
+    echo_json,
+    echo_table,
+    reporting_errors,
+    when,
+)
+from dhub.cli._live import LiveView
+from dhub.client import Client
+from dhub.client._models import Run, RunEvent, RunStatus
+
+app = typer.Typer(help="Start runs of agents on the server and watch them.", no_args_is_help=True)
+
+RunId = Annotated[str, typer.Argument(metavar="ID", help="The run id (run.…).")]
+
+
+@app.command()
+def start(
+    ctx: typer.Context,
+    agent_id: Annotated[str, typer.Argument(metavar="AGENT", help="The agent id (agent.…).")],
+    input_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--input",
+            "-i",
+            metavar="NAME=VALUE",
+            help="An input (repeatable). VALUE is parsed as JSON when it can be, except that "
+            "inputs the agent declares as strings are always text.",
+        ),
+    ] = None,
+    inputs_json: Annotated[
+        Path | None,
+        typer.Option(
+            help="A JSON object of inputs; --input values override its keys.", dir_okay=False
+        ),
+    ] = None,
+    version: Annotated[
+        int | None, typer.Option(min=1, help="Run this version (default: the latest).")
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Wait for the run to end; print its outputs.")
+    ] = False,
+    follow: Annotated[
+        bool,
+        typer.Option("--follow", help="Like --wait, showing its nodes live on stderr."),
+    ] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option(min=0, help="With --wait/--follow: give up after this many seconds."),
+    ] = None,
+) -> None:
+    """Start a run; print it as JSON, or (--wait, --follow) its outputs when it ends."""
+    with reporting_errors():
+        api = client_from(ctx)
+        inputs = read_values(input_ or [], inputs_json, _text_inputs(api, agent_id))
+        run = api.start_run(agent_id, inputs, version=version)
+        if not (wait or follow):
+            echo_json(run.to_json())
+            return
+        view = LiveView(Console(stderr=True)) if follow else None
+        try:
+            done = _follow(api, run.id, view, timeout)
+        except TimeoutError as exc:
+            _stop(f"Error: {exc} It goes on: see `dhub runs get {run.id}`.")
+    report(done)
+
+
+@app.command()
+def get(ctx: typer.Context, run_id: RunId) -> None:
+    """Print a run as JSON: status, inputs, outputs or error, and what it waits for."""
+    with reporting_errors():
+        run = client_from(ctx).get_run(run_id)
+    echo_json(run.to_json())
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    agent: Annotated[
+        str | None, typer.Option("--agent", help="Runs of this agent (default: your own).")
+    ] = None,
+    status: Annotated[RunStatus | None, typer.Option(help="Only runs in this state.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the runs as a JSON array.")
+    ] = False,
+) -> None:
+    """List runs, newest first: an agent's (--agent), else the ones you started."""
+    with reporting_errors():
+        runs = list(client_from(ctx).list_runs(agent_id=agent, status=status))
+    if as_json:
+        echo_json([r.to_json() for r in runs])
+    elif not runs:
+        typer.echo("No runs found.")
+    else:
+        echo_table(
+            ["ID", "AGENT", "VERSION", "STATUS", "STARTED", "FINISHED"], [_row(r) for r in runs]
+        )
+
+
+def _row(run: Run) -> list[str]:
+    status: str = run.status
+    if run.waiting:  # say for what: input, confirmation, a timer...
+        status += f" ({run.waiting.get('for')} at {run.waiting.get('node_id')})"
+    return [
+        run.id,
+        run.agent_id,
+        str(run.agent_version),
+        status,
+        when(run.started_at),
+        when(run.finished_at),
+    ]
+
+
+@app.command()
+def events(
+    ctx: typer.Context,
+    run_id: RunId,
+    after: Annotated[int, typer.Option(min=0, help="Only events after this seq.")] = 0,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing events until the run ends.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print each event as one line of JSON.")
+    ] = False,
+) -> None:
+    """Print a run's events (seq, time, type, node and what it says)."""
+    with reporting_errors():
+        api = client_from(ctx)
+        found: Iterable[RunEvent] = (
+            api.stream_run_events(run_id, after) if follow else api.run_events(run_id, after)
+        )
+        for event in found:
+            typer.echo(json.dumps(event.to_json(), ensure_ascii=False) if as_json else _line(event))
+
+
+def _line(event: RunEvent) -> str:
+    data = json.dumps(event.data, ensure_ascii=False) if event.data else ""
+    return "  ".join(
+        [str(event.seq), when(event.created_at), event.type, event.node_id or "-", data]
+    )
+
+
+@app.command()
+def cancel(ctx: typer.Context, run_id: RunId) -> None:
+    """Cancel a run that has not finished."""
+    with reporting_errors():
+        run = client_from(ctx).cancel_run(run_id)
+    typer.echo(f"{run.status} {run.id}")
+
+
+# -- shared with `dhub tasks` ------------------------------------------------------------------
+
+
+def read_values(pairs: list[str], json_file: Path | None, texts: set[str]) -> dict[str, Any]:
+    """``NAME=VALUE`` pairs over a JSON object file. A VALUE is JSON when it parses (so
+    ``n=3`` is a number), except for the names in ``texts``, which the receiver declares as
+    strings and so always get the text (``ticket=123`` stays "123")."""
+    values = _json_object(json_file) if json_file else {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name:
+            raise DocumentError(f"expected NAME=VALUE, got {pair!r}")
+        values[name] = raw if name in texts else _json_or_text(raw)
+    return values
+
+
+def _json_or_text(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DocumentError(f"cannot read {path} as JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise DocumentError(f"{path} must hold a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _text_inputs(api: Client, agent_id: str) -> set[str]:
+    """The start variables the agent declares as strings (none for a react agent)."""
+    agent = api.get_agent(agent_id)
+    for node in agent.get("nodes") or []:
+        if node.get("type") == "start":
+            variables = (node.get("config") or {}).get("variables") or []
+            return {v["name"] for v in variables if v.get("type") == "string"}
+    return set()
+
+
+def _follow(api: Client, run_id: str, view: LiveView | None, timeout: float | None) -> Run:
+    """Wait for the run to end, showing its events on ``view``; either way a run that stops
+    to wait for a person says so on stderr, with the command that answers it."""
+    for event in api.stream_run_events(run_id, timeout=timeout):
+        if view is not None:
+            view.show(_trace(event))
+        if event.type == "node.waiting":
+            _hint_waiting(run_id, event)
+    return api.get_run(run_id)
+
+
+def _trace(event: RunEvent) -> dict[str, Any]:
+    """The event as the engine produced it, which is what LiveView draws."""
+    head: dict[str, Any] = {"type": event.type, "time": event.created_at / 1000}
+    if event.node_id is not None:
+        head["node_id"] = event.node_id
+    return {**head, **event.data}
+
+
+def _hint_waiting(run_id: str, event: RunEvent) -> None:
+    waiting_for = event.data.get("waiting_for")
+    node = event.node_id or "?"
+    if waiting_for == "input":
+        hint = f"dhub tasks answer {run_id} {node} --value NAME=VALUE"
+    elif waiting_for == "confirmation":
+        hint = f"dhub tasks list, then dhub tasks approve|reject {run_id} <ID>"
+    else:
+        return
+    typer.echo(f"Run {run_id} waits for {waiting_for} at '{node}': {hint}", err=True)
+
+
+def report(run: Run) -> None:
+    """The outputs of a succeeded run on stdout; else why it did not succeed, exit 1."""
+    if run.status == "succeeded":
+        echo_json(run.outputs or {})
+        return
+    error = run.error or {}
+    if run.status == "cancelled":
+        _stop(f"Error: run {run.id} was cancelled.")
+    where = f"node '{error['node_id']}' failed" if error.get("node_id") else "the run failed"
+    kind = f" ({error['kind']})" if error.get("kind") else ""
+    _stop(f"Error: {where}{kind}: {error.get('message') or run.status}")
+
+
+def _stop(line: str) -> NoReturn:
+    typer.echo(line, err=True)
+    raise typer.Exit(1)

@@ -1,0 +1,165 @@
+"""``dhub tasks ...``: the human side of runs on the server: the input forms and actor
+confirmations waiting for you, and answering them."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from dhub.cli._common import client_from, echo_json, echo_table, reporting_errors, when
+from dhub.cli._live import LiveView, TerminalHuman
+from dhub.cli.runs import read_values
+from dhub.client import Client
+from dhub.client._models import Task
+from dhub.engine.state import AwaitInput
+from dhub.runtime.ports import PortError
+
+app = typer.Typer(help="Answer the forms and confirmations runs wait for.", no_args_is_help=True)
+
+RunId = Annotated[str, typer.Argument(metavar="RUN_ID", help="The run id (run.…).")]
+CallId = Annotated[
+    str, typer.Argument(metavar="CALL_ID", help="The confirmation's id (ID in `dhub tasks list`).")
+]
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the tasks as a JSON array.")
+    ] = False,
+) -> None:
+    """List the forms and confirmations you may answer, oldest first."""
+    with reporting_errors():
+        tasks = client_from(ctx).list_tasks()
+    if as_json:
+        echo_json([t.to_json() for t in tasks])
+    elif not tasks:
+        typer.echo("No tasks waiting for you.")
+    else:
+        echo_table(["RUN", "NODE", "KIND", "ID", "ASKS", "DUE"], [_row(t) for t in tasks])
+
+
+def _row(task: Task) -> list[str]:
+    kind = "input" if task.kind == "await_input" else "confirm"
+    due = when(int(task.due_at * 1000)) if task.due_at is not None else "-"
+    node = f"{task.node_id} [{task.frame}]" if task.frame else task.node_id
+    return [task.run_id, node, kind, task.command_id, _asks(task), due]
+
+
+def _asks(task: Task) -> str:
+    request = task.request
+    if task.kind == "await_input":
+        return str(request.get("prompt") or "")
+    return f"{request.get('actor')}({_short_args(request.get('arguments') or {})})"
+
+
+def _short_args(arguments: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+
+
+@app.command()
+def answer(
+    ctx: typer.Context,
+    run_id: RunId,
+    node_id: Annotated[str, typer.Argument(metavar="NODE_ID", help="The waiting node's id.")],
+    value: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--value",
+            "-v",
+            metavar="NAME=VALUE",
+            help="A field's value (repeatable); JSON when it parses, except for text fields.",
+        ),
+    ] = None,
+    values_json: Annotated[
+        Path | None,
+        typer.Option(help="A JSON object of values; --value overrides its keys.", dir_okay=False),
+    ] = None,
+) -> None:
+    """Answer a human_input node. Without values, at a terminal, asks field by field."""
+    with reporting_errors():
+        api = client_from(ctx)
+        task = _find(api, run_id, node_id)
+        if value or values_json or not sys.stdin.isatty():
+            values = read_values(value or [], values_json, _text_fields(task))
+        else:
+            values = _ask(run_id, node_id, task)
+        api.answer_input(run_id, node_id, values)
+    typer.echo(f"answered {node_id} of {run_id}")
+
+
+def _find(api: Client, run_id: str, node_id: str) -> Task | None:
+    """The open form, for its field types; None lets the server say what is wrong."""
+    for task in api.list_tasks():
+        if (task.run_id, task.node_id, task.kind) == (run_id, node_id, "await_input"):
+            return task
+    return None
+
+
+def _text_fields(task: Task | None) -> set[str]:
+    fields = task.request.get("fields") or [] if task else []
+    return {f["name"] for f in fields if f.get("type") == "string" and not f.get("options")}
+
+
+def _ask(run_id: str, node_id: str, task: Task | None) -> dict[str, Any]:
+    if task is None:
+        _stop(f"Error: run {run_id} is not waiting for your input at '{node_id}'.")
+    request = AwaitInput(
+        command_id=task.command_id,
+        node_id=task.node_id,
+        prompt=str(task.request.get("prompt") or ""),
+        fields=list(task.request.get("fields") or []),
+        assignees=task.assignees,
+        timeout_at=task.due_at,
+        frame=task.frame,
+    )
+    try:
+        answer = asyncio.run(TerminalHuman(LiveView(Console(stderr=True))).ask(request))
+    except PortError as exc:
+        _stop(f"Error: {exc}")
+    return dict(answer.values)
+
+
+@app.command()
+def approve(
+    ctx: typer.Context,
+    run_id: RunId,
+    call_id: CallId,
+    arguments_json: Annotated[
+        Path | None,
+        typer.Option(
+            help="Call the actor with these arguments (a JSON object) instead.", dir_okay=False
+        ),
+    ] = None,
+) -> None:
+    """Approve an actor call, as asked or with edited arguments."""
+    with reporting_errors():
+        arguments = read_values([], arguments_json, set()) if arguments_json else None
+        client_from(ctx).confirm_call(run_id, call_id, True, arguments=arguments)
+    typer.echo(f"approved {call_id} of {run_id}")
+
+
+@app.command()
+def reject(
+    ctx: typer.Context,
+    run_id: RunId,
+    call_id: CallId,
+    reason: Annotated[
+        str, typer.Option(help="Why (kept with the decision, shown in the run's events).")
+    ],
+) -> None:
+    """Reject an actor call."""
+    with reporting_errors():
+        client_from(ctx).confirm_call(run_id, call_id, False, reason=reason)
+    typer.echo(f"rejected {call_id} of {run_id}")
+
+
+def _stop(line: str) -> NoReturn:
+    typer.echo(line, err=True)
+    raise typer.Exit(1)
