@@ -234,3 +234,18 @@ def test_an_event_starts_a_run_once_per_idempotency_key(client: TestClient) -> N
     assert len(ok(client.get(f"{API}/runs", params={"agent_id": triage}))["data"]) == 1
     bad = client.post(f"{API}/agents/{triage}/events", json={"payload": []})
     assert {e["loc"] for e in bad.json()["errors"]} == {"/type", "/payload"}
+
+
+def test_a_run_no_task_holds_is_cancelled_from_its_saved_state(client: TestClient) -> None:
+    triage = create(client, TRIAGE)
+    body = {"inputs": {"ticket": "Total outage since 9am"}}
+    run = ok(client.post(f"{API}/agents/{triage}/runs", json=body), 202)
+    until(client, run["id"], "waiting")
+    executor = client.app.state.services.runs.executor  # type: ignore[attr-defined]
+    client.portal.call(executor.close)  # type: ignore[union-attr]  # its worker stops
+    cancelled = ok(client.post(f"{API}/runs/{run['id']}/cancel"))
+    assert cancelled["status"] == "cancelled" and cancelled["waiting"] is None
+    events = ok(client.get(f"{API}/runs/{run['id']}/events"))["data"]
+    assert events[-1]["type"] == "run.cancelled"
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert ok(client.get(f"{API}/tasks"))["data"] == []  # its form closed with it

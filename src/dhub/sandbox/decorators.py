@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from dhub.engine.actions import backoff
 from dhub.sandbox.worker import FunctionResult
 
 RETRYABLE = frozenset({"exception", "timeout"})
@@ -74,11 +75,7 @@ class Policy:
         return cls(**fields)
 
     def wait_before(self, retry: int) -> float:
-        if self.backoff == "linear":
-            return self.delay * retry
-        if self.backoff == "exponential":
-            return self.delay * 2.0 ** (retry - 1)
-        return self.delay
+        return backoff(self.backoff, self.delay, retry)
 
 
 Invoke = Callable[[float], Awaitable[FunctionResult]]

@@ -79,15 +79,7 @@ class ConversationService:
                     f"Conversation '{conversation_id}' is still answering the last message "
                     f"(run '{turn.id}', {turn.status}); send the next one when it is done."
                 )
-        graph_inputs = await self._inputs(who, conversation.agent_id, content)
         return await self.runs.launch(
-            who, conversation.agent_id, graph_inputs, None, None, {"message": content},
+            who, conversation.agent_id, {}, None, None, {"message": content},
             (conversation.id, dict(conversation.variables)),
         )  # fmt: skip
-
-    async def _inputs(self, who: Principal, agent_id: str, content: str) -> dict[str, Any]:
-        _, document = await self.runs.agents.for_run(who, agent_id, None)
-        spec = orjson.loads(document)
-        starts = [n for n in spec.get("nodes") or [] if n.get("type") == "start"]
-        declared = {v.get("name") for n in starts for v in n["config"].get("variables", [])}
-        return {"message": content} if "message" in declared else {}

@@ -22,11 +22,14 @@ from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, No
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.nodes import InputField
 from dhub.engine.compile import CompiledGraph, compile_document
+from dhub.engine.state import CancelRun, RunState
 from dhub.engine.stepper import Stepper
 from dhub.engine.values import InputError, check_submission
+from dhub.runtime import checkpoints
 from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import Answer, Decision
 from dhub.services.agents import AgentService
+from dhub.store import agents as agents_store
 from dhub.store import conversations as chats
 from dhub.store import runs as store
 from dhub.store.db import Database
@@ -63,8 +66,6 @@ class Graphs:
         cached = self._cache.get((agent_id, version))
         if cached is not None:
             return cached
-        from dhub.store import agents as agents_store
-
         async with self.db.read() as conn:
             found = await agents_store.get_version(conn, agent_id, version)
         if found is None:
@@ -157,6 +158,8 @@ class RunService:
                             "arrive with the react runtime.", "unsupported_mode")]
             )  # fmt: skip
         graph = self.graphs.put(agent_id, version, document)
+        if chat is not None and "message" in _start_variables(graph):
+            inputs = {**inputs, "message": sys_extra.get("message", "")}
         try:
             typed = Stepper(graph).check_inputs(inputs)
         except InputError as exc:
@@ -230,17 +233,20 @@ class RunService:
         return await self.get(who, run_id)
 
     async def _cancel_stored(self, run: store.RunRecord) -> None:
-        """A run no task of this process holds (its worker stopped): record it cancelled."""
+        """A run no task of this process holds (its worker stopped): the stepper cancels its
+        saved state, and that step is saved like any other."""
+        graph = await self.graphs(run.agent_id, run.agent_version)
         at = now_ms()
         async with self.db.write() as conn:
-            pending = await store.pending_commands(conn, run.id)
             current = await store.get_run(conn, run.id)
+            saved = await store.load_state(conn, run.id)
             assert current is not None
+            cancel = CancelRun("cancelled through the API", at / 1000)
+            step = Stepper(graph).step(RunState.from_dict(saved), cancel)
             await store.record_step(
-                conn, run.id, current.step_count,
-                [["set", ["status"], "cancelled"], ["set", ["pending"], {}]],
-                events=[{"type": "run.cancelled", "reason": "cancelled through the API"}],
-                closed={c.command_id: "cancelled" for c in pending},
+                conn, run.id, current.step_count, checkpoints.diff(saved, step.state.to_dict()),
+                events=step.events,
+                closed=dict.fromkeys(saved.get("pending", {}), "cancelled"),
                 changes={"status": "cancelled", "waiting": None, "finished_at": at}, at=at,
             )  # fmt: skip
 
@@ -327,6 +333,11 @@ class TaskService:
         decision = Decision(body["approve"], arguments, str(body.get("reason") or ""), who.user_id)
         if not self.runs.executor.decide(run_id, task.command_id, decision):
             raise Conflict(f"Run '{run_id}' is not executing here; try again in a moment.")
+
+
+def _start_variables(graph: CompiledGraph) -> set[str]:
+    start = graph.nodes[graph.start]
+    return {v.name for v in getattr(start.config, "variables", [])}
 
 
 def _event_body(body: Any) -> tuple[str, dict[str, Any], str | None]:
