@@ -106,9 +106,13 @@ class Worker:
         except (OSError, SandboxUnavailable) as exc:
             return None, FunctionResult("sandbox", message=f"cannot start the sandbox: {exc}")
         worker = cls(launched, limits)
-        answer = await worker._exchange(
-            {**setup, "limits": limits.for_child()}, limits.start_seconds
-        )
+        try:
+            answer = await worker._exchange(
+                {**setup, "limits": limits.for_child()}, limits.start_seconds
+            )
+        except BaseException:  # cancelled while starting (a shutdown): leave nothing open
+            await asyncio.shield(worker.stop())
+            raise
         if answer.kind == "ok" and answer.value == "ready":
             return worker, answer
         await worker.stop()
