@@ -17,6 +17,7 @@ is not counted twice. Needs the bench group (make bench) and PostgreSQL at 127.0
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
 import json
 import sqlite3
@@ -106,8 +107,8 @@ async def start_runs(db: Database, runs: RunExecutor, count: int) -> list[str]:
             None,
             None,
             at,
-            None,
-            None,
+            runs.owner,  # created held, as the run service does
+            runs.lease_until(at),
         )
         async with db.write() as conn:
             await store.insert_run(conn, record, {})
@@ -168,27 +169,98 @@ async def concurrent(url: str, count: int) -> float:
     return elapsed
 
 
-async def waiting_memory(url: str, count: int) -> float:
+async def langgraph_concurrent(saver: Any, count: int) -> float:
+    """The peer of ``concurrent``: R LangGraph runs at once of a 10-node chain whose nodes
+    wait 10 ms (async nodes, ``ainvoke``), checkpointed by ``saver``."""
+    from langgraph.graph import END, START, StateGraph
+
+    async def wait(state: _State) -> dict[str, int]:
+        await asyncio.sleep(0.01)
+        return {"v": state["v"] + 1}
+
+    graph = StateGraph(_State)
+    names = [f"n{i}" for i in range(10)]
+    for name in names:
+        graph.add_node(name, wait)
+    for a, b in zip([START, *names], [*names, END], strict=False):
+        graph.add_edge(a, b)
+    app = graph.compile(checkpointer=saver)
+    started = time.perf_counter()
+    await asyncio.gather(
+        *(app.ainvoke({"v": 0}, {"configurable": {"thread_id": f"c{i}"}}) for i in range(count))
+    )
+    return time.perf_counter() - started
+
+
+async def langgraph_sqlite_concurrent(path: str, count: int) -> float:
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    async with AsyncSqliteSaver.from_conn_string(path) as saver:
+        return await langgraph_concurrent(saver, count)
+
+
+async def until_waiting(db: Database, count: int) -> None:
+    for _ in range(1200):
+        async with db.read() as conn:
+            found = len(await store.list_runs(conn, store.RunFilter(status="waiting"), None,
+                                              None, count))  # fmt: skip
+        if found >= count:
+            await asyncio.sleep(0.1)  # their tasks end just after their last step is saved
+            return
+        await asyncio.sleep(0.05)
+    raise RuntimeError("the runs never all waited")
+
+
+async def waiting_memory(url: str, count: int) -> tuple[float, int]:
+    """Traced Python memory held per run waiting for a person, and how many are in memory.
+    A first batch of ``count`` runs warms up what grows with peak concurrency and does not
+    shrink (the dict of live runs, asyncio's task set); the second batch is measured."""
     db = await database(url)
     runs = executor(db, compile_document(chain(1, ask=True)), 0)
+    await start_runs(db, runs, count)
+    await until_waiting(db, count)
+    gc.collect()
     tracemalloc.start()
     before = tracemalloc.take_snapshot()
-    ids = await start_runs(db, runs, count)
-    for _ in range(600):
-        async with db.read() as conn:
-            waiting = await store.list_runs(
-                conn, store.RunFilter(status="waiting"), None, None, count
-            )
-        if len(waiting) >= count:
-            break
-        await asyncio.sleep(0.05)
+    await start_runs(db, runs, count)
+    await until_waiting(db, 2 * count)
+    gc.collect()
     after = tracemalloc.take_snapshot()
     tracemalloc.stop()
     held = sum(s.size_diff for s in after.compare_to(before, "filename"))
-    assert len(ids) == count
+    in_memory = runs.live_count
     await runs.close()
     await db.dispose()
-    return held / count
+    return held / count, in_memory
+
+
+async def langgraph_waiting_memory(count: int) -> float:
+    """The peer: LangGraph runs paused by ``interrupt`` with the in-memory saver."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    def ask(state: _State) -> dict[str, int]:
+        return {"v": int(interrupt("ok?"))}
+
+    graph = StateGraph(_State)
+    graph.add_node("n0", lambda s: {"v": 1})
+    graph.add_node("ask", ask)
+    graph.add_edge(START, "n0")
+    graph.add_edge("n0", "ask")
+    graph.add_edge("ask", END)
+    app = graph.compile(checkpointer=InMemorySaver())
+    for i in range(10):
+        await app.ainvoke({"v": 0}, {"configurable": {"thread_id": f"warm{i}"}})
+    gc.collect()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    for i in range(count):
+        await app.ainvoke({"v": 0}, {"configurable": {"thread_id": f"w{i}"}})
+    gc.collect()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    return sum(s.size_diff for s in after.compare_to(before, "filename")) / count
 
 
 def fresh_pg() -> None:
@@ -206,11 +278,21 @@ def main() -> None:
 
         saver = SqliteSaver(sqlite3.connect(f"{tmp}/lg.db", check_same_thread=False))
         rows["langgraph_sqlite_ms_per_step"] = langgraph_per_step(saver, 20, 20) * 1e3
+        from langgraph.checkpoint.memory import InMemorySaver
+
         for count in (200, 1000):
             url = f"sqlite:///{tmp}/c{count}.db"
             rows[f"dhub_sqlite_{count}_concurrent_s"] = asyncio.run(concurrent(url, count))
-        memory = asyncio.run(waiting_memory(f"sqlite:///{tmp}/m.db", 1000))
+            rows[f"langgraph_sqlite_{count}_concurrent_s"] = asyncio.run(
+                langgraph_sqlite_concurrent(f"{tmp}/lgc{count}.db", count)
+            )
+            rows[f"langgraph_memory_{count}_concurrent_s"] = asyncio.run(
+                langgraph_concurrent(InMemorySaver(), count)
+            )
+        memory, in_memory = asyncio.run(waiting_memory(f"sqlite:///{tmp}/m.db", 1000))
         rows["dhub_sqlite_bytes_per_waiting_run"] = memory
+        rows["dhub_waiting_runs_in_memory"] = in_memory
+        rows["langgraph_memory_bytes_per_paused_run"] = asyncio.run(langgraph_waiting_memory(1000))
     fresh_pg()
     rows["dhub_postgres_ms_per_step"] = asyncio.run(dhub_per_step(PG_BENCH, 20, 20)) * 1e3
     from langgraph.checkpoint.postgres import PostgresSaver

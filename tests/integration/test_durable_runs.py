@@ -35,9 +35,12 @@ class Counting:
     def __init__(self, inner: SandboxFunctions) -> None:
         self.inner = inner
         self.calls: dict[str, int] = {}
+        self.gate = asyncio.Event()  # calls wait until it is open
+        self.gate.set()
 
     async def call(self, request: CallFunction) -> Done:
         self.calls[request.node_id] = self.calls.get(request.node_id, 0) + 1
+        await self.gate.wait()
         return await self.inner.call(request)
 
 
@@ -125,7 +128,7 @@ async def test_a_waiting_run_is_answered_through_the_executor(
     async with db.read() as conn:
         [task] = await store.open_tasks(conn, ["user.u"])
     assert task.node_id == "approve"
-    assert runs.answer(run.id, task.command_id, Answer({"escalate": True}, "user.u"))
+    assert await runs.answer(run.id, task.command_id, Answer({"escalate": True}, "user.u"))
     result = await runs.wait(run.id)
     assert result is not None
     assert result.outputs == {"category": "bug", "summary": "URGENT bug from acme; escalate=True"}
@@ -134,22 +137,21 @@ async def test_a_waiting_run_is_answered_through_the_executor(
     await runs.close()
 
 
-async def test_another_executor_resumes_a_run_whose_worker_stopped(
+async def test_a_parked_run_is_woken_by_an_answer_to_another_executor(
     db: Database, functions: Counting
 ) -> None:
     first = executor(db, functions, "worker.1", lease=0.5)
     run = await new_run(db, URGENT)
     first.start(run, {"run_id": run.id})
-    await until(db, run.id, "waiting")
-    await first.close()  # the worker goes away without deciding anything about the run
-    stopped = await until(db, run.id, "waiting")
-    assert stopped.lease_owner is None
+    parked = await until(db, run.id, "waiting")
+    assert parked.lease_owner is None  # waiting for a person: no worker holds it
+    assert await first.wait(run.id) is None  # and it left the first worker's memory
+    await first.close()
     second = executor(db, functions, "worker.2")
-    assert await second.recover() == [run.id]
-    await asyncio.sleep(0.2)  # let it re-open the task
+    assert await second.recover() == []  # parked is not lapsed: nothing to resume
     async with db.read() as conn:
         [task] = await store.open_tasks(conn, ["user.u"])
-    assert second.answer(run.id, task.command_id, Answer({"escalate": False}, "user.u"))
+    assert await second.answer(run.id, task.command_id, Answer({"escalate": False}, "user.u"))
     result = await second.wait(run.id)
     assert result is not None
     assert result.outputs == {"category": "bug", "summary": "URGENT bug from acme; escalate=False"}
@@ -162,14 +164,97 @@ async def test_another_executor_resumes_a_run_whose_worker_stopped(
     await second.close()
 
 
+async def calling(functions: Counting, node_id: str) -> None:
+    for _ in range(400):
+        if functions.calls.get(node_id):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{node_id} was never called")
+
+
 async def test_cancelling_a_live_run_saves_it_cancelled(db: Database, functions: Counting) -> None:
+    runs = executor(db, functions, "worker.1")
+    run = await new_run(db, URGENT)
+    functions.gate.clear()
+    runs.start(run, {"run_id": run.id})
+    await calling(functions, "classify")
+    assert await runs.cancel(run.id)
+    cancelled = await until(db, run.id, "cancelled")
+    assert cancelled.finished_at is not None and cancelled.lease_owner is None
+    async with db.read(snapshot=True) as conn:
+        events = await store.events_after(conn, run.id, 0, 1000)
+        assert await store.pending_commands(conn, run.id) == []
+    assert events[-1].type == "run.cancelled"
+    await runs.close()
+
+
+async def test_a_run_whose_worker_stopped_mid_call_is_resumed_by_another(
+    db: Database, functions: Counting
+) -> None:
+    first = executor(db, functions, "worker.1", lease=0.5)
+    run = await new_run(db, URGENT)
+    functions.gate.clear()
+    first.start(run, {"run_id": run.id})
+    await calling(functions, "classify")
+    await first.close()  # the worker goes away while the call is in flight
+    stopped = await until(db, run.id, "running")
+    assert stopped.lease_owner is None
+    second = executor(db, functions, "worker.2")
+    functions.gate.set()
+    assert await second.recover() == [run.id]
+    await until(db, run.id, "waiting")  # the call ran again (its result was never saved)
+    assert functions.calls == {"classify": 2}
+    async with db.read() as conn:
+        [task] = await store.open_tasks(conn, ["user.u"])
+    assert await second.answer(run.id, task.command_id, Answer({"escalate": True}, "user.u"))
+    result = await second.wait(run.id)
+    assert result is not None and result.status == "succeeded"
+    assert functions.calls == {"classify": 2}
+    await second.close()
+
+
+async def test_an_answer_for_nothing_leaves_a_parked_run_parked(
+    db: Database, functions: Counting
+) -> None:
     runs = executor(db, functions, "worker.1")
     run = await new_run(db, URGENT)
     runs.start(run, {"run_id": run.id})
     await until(db, run.id, "waiting")
-    assert await runs.cancel(run.id)
-    cancelled = await until(db, run.id, "cancelled")
-    assert cancelled.finished_at is not None
-    async with db.read() as conn:
-        assert await store.open_tasks(conn, ["user.u"]) == []
+    assert not await runs.answer(run.id, "no-such-task", Answer({"escalate": True}, "user.u"))
+    assert await runs.wait(run.id) is None  # evicted again
+    parked = await until(db, run.id, "waiting")
+    assert parked.lease_owner is None
+    await runs.close()
+
+
+ASK = {
+    "name": "ask", "description": "", "mode": "workflow", "input_mode": "event",
+    "nodes": [
+        {"id": "start", "type": "start", "config": {}},
+        {"id": "ask", "type": "human_input", "config": {
+            "prompt": "Ship it?", "timeout": 1, "on_timeout": "default",
+            "input_fields": [{"name": "ship", "type": "boolean", "required": True,
+                              "default": False}]}},
+        {"id": "end", "type": "end", "config": {"outputs": [
+            {"name": "ship", "type": "boolean", "value": "{{ ship }}"}]}},
+    ],
+    "edges": [{"source": "start", "target": "ask"}, {"source": "ask", "target": "end"}],
+}  # fmt: skip
+
+
+async def test_a_parked_run_is_woken_by_its_timer(db: Database, functions: Counting) -> None:
+    async def ask_graph(agent_id: str, version: int) -> CompiledGraph:
+        return compile_document(ASK)
+
+    runs = RunExecutor(
+        db, ask_graph, lambda _: functions, NoModel(), RealClock(), "worker.1",
+        park_after=0.2, timer_poll=0.05,
+    )  # fmt: skip
+    run = await new_run(db, {})
+    runs.start(run, {"run_id": run.id})
+    parked = await until(db, run.id, "waiting")
+    await asyncio.sleep(0.1)
+    assert parked.lease_owner is None and runs.live_count == 0  # nothing held while it waits
+    done = await until(db, run.id, "succeeded")  # the timeout, 1 s later, woke it
+    assert done.outputs == {"ship": False}
     await runs.close()

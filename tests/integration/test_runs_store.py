@@ -357,8 +357,7 @@ def _downgrade_then_upgrade(connection: Connection) -> Mapping[str, set[str]]:
 
 
 async def test_migrations_downgrade_and_upgrade_cleanly(db: Database) -> None:
-    async with db.engine.connect() as conn, conn.begin():
-        seen = await conn.run_sync(_downgrade_then_upgrade)
+    seen = await db.run_sync(_downgrade_then_upgrade)
     assert set(RUN_TABLES) <= seen["head"]
     assert not set(RUN_TABLES) & seen["0003"]
     assert "agents" in seen["0003"]

@@ -195,7 +195,7 @@ async def test_users_and_tokens(db: Database) -> None:
 def test_url_normalisation() -> None:
     assert normalize_url("postgresql://u@h:5432/db").startswith("postgresql+psycopg://u@h:5432")
     assert normalize_url("postgres://u@h/db").startswith("postgresql+psycopg://")
-    assert normalize_url("sqlite:///x/y.db") == "sqlite+aiosqlite:///x/y.db"
+    assert normalize_url("sqlite:///x/y.db") == "sqlite+pysqlite:///x/y.db"
     with pytest.raises(ValueError, match="sqlite"):
         normalize_url("mysql://u@h/db")
 

@@ -38,7 +38,15 @@ def kind_of(command: Command) -> str | None:
 
 
 def command_payload(command: Command) -> dict[str, Any]:
-    return dataclasses.asdict(command)
+    """The command's fields, to be stored as JSON (shallow: commands are frozen, and their
+    values are not changed after they are issued)."""
+    names = _FIELDS.get(type(command))
+    if names is None:
+        names = _FIELDS[type(command)] = tuple(f.name for f in dataclasses.fields(command))
+    return {name: getattr(command, name) for name in names}
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def command_from(kind: str, payload: dict[str, Any]) -> Command:

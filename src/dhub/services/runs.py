@@ -35,6 +35,10 @@ from dhub.store import runs as store
 from dhub.store.db import Database
 
 FINISHED = ("succeeded", "failed", "cancelled")
+_BUSY = (
+    "Run '{run_id}' no longer waits for that answer, or another server is executing it; "
+    "read the run and its tasks again."
+)
 _GRAPHS_CACHED = 256
 
 
@@ -176,8 +180,8 @@ class RunService:
             status="queued", waiting=None, inputs=typed, outputs=None, error=None, usage={},
             conversation_id=chat[0] if chat else None, idempotency_key=key, step_count=1,
             event_count=0,
-            created_at=at, started_at=None, finished_at=None, updated_at=at, lease_owner=None,
-            lease_expires_at=None,
+            created_at=at, started_at=None, finished_at=None, updated_at=at,
+            lease_owner=self.executor.owner, lease_expires_at=self.executor.lease_until(at),
         )  # fmt: skip
         async with self.db.write() as conn:
             await store.insert_run(conn, run, {})
@@ -233,11 +237,15 @@ class RunService:
         return await self.get(who, run_id)
 
     async def _cancel_stored(self, run: store.RunRecord) -> None:
-        """A run no task of this process holds (its worker stopped): the stepper cancels its
-        saved state, and that step is saved like any other."""
+        """A run no task of this process holds (parked, or its worker stopped): the stepper
+        cancels its saved state, and that step is saved like any other, under the lease (so
+        a worker that woke it meanwhile cannot step it too)."""
         graph = await self.graphs(run.agent_id, run.agent_version)
         at = now_ms()
+        owner, seconds = self.executor.owner, self.executor.lease_seconds
         async with self.db.write() as conn:
+            if not await store.claim(conn, run.id, owner, at, seconds):
+                raise Conflict(f"Run '{run.id}' is being executed by another server; try again.")
             current = await store.get_run(conn, run.id)
             saved = await store.load_state(conn, run.id)
             assert current is not None
@@ -248,6 +256,7 @@ class RunService:
                 events=step.events,
                 closed=dict.fromkeys(saved.get("pending", {}), "cancelled"),
                 changes={"status": "cancelled", "waiting": None, "finished_at": at}, at=at,
+                owner=owner,
             )  # fmt: skip
 
     async def events(
@@ -317,8 +326,9 @@ class TaskService:
             check_submission(fields, values)
         except InputError as exc:
             raise InvalidInput([FieldError("/values", str(exc), "invalid_answer")]) from exc
-        if not self.runs.executor.answer(run_id, task.command_id, Answer(values, who.user_id)):
-            raise Conflict(f"Run '{run_id}' is not executing here; try again in a moment.")
+        answer = Answer(values, who.user_id)
+        if not await self.runs.executor.answer(run_id, task.command_id, answer):
+            raise Conflict(_BUSY.format(run_id=run_id))
 
     async def decide(self, who: Principal, run_id: str, call_id: str, body: Any) -> None:
         _, task = await self._task(
@@ -331,8 +341,8 @@ class TaskService:
         if arguments is not None and not isinstance(arguments, dict):
             raise InvalidInput([FieldError("/arguments", "arguments should be an object.", "type")])
         decision = Decision(body["approve"], arguments, str(body.get("reason") or ""), who.user_id)
-        if not self.runs.executor.decide(run_id, task.command_id, decision):
-            raise Conflict(f"Run '{run_id}' is not executing here; try again in a moment.")
+        if not await self.runs.executor.decide(run_id, task.command_id, decision):
+            raise Conflict(_BUSY.format(run_id=run_id))
 
 
 def _start_variables(graph: CompiledGraph) -> set[str]:

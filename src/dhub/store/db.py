@@ -1,34 +1,43 @@
 """Database connections: SQLite (embedded default) or PostgreSQL, chosen by URL.
 
-Repositories receive a ``Conn``: one interface over the two ways dhub talks to a database.
+Repositories receive a ``Conn``: one interface over the ways dhub talks to a database.
 
-- Writes, and everything on PostgreSQL, go through SQLAlchemy's async engine.
-- Reads on SQLite run the stdlib driver directly on the event loop thread. An indexed SQLite
-  read takes microseconds, while handing it to aiosqlite's worker thread costs ~4 thread round
-  trips per statement and GIL contention under load (measured in bench/: 10x throughput).
-  WAL mode means these readers never wait for the writer. Writes stay on the worker thread,
-  because a write may wait on the busy timeout and must not freeze the loop meanwhile.
+- On PostgreSQL, everything goes through SQLAlchemy's async engine (psycopg).
+- On SQLite, everything runs on the event loop thread, through the stdlib driver. An indexed
+  SQLite statement takes microseconds, while handing it to a worker thread (aiosqlite) cost ~4
+  thread round trips per statement and GIL contention under load (measured in bench/: 10x
+  throughput for reads, and most of a durable step's cost for writes). Reads compile their
+  statements once and run them on plain ``sqlite3`` connections (store/inline.py); WAL mode
+  means they never wait for the writer. Writes share one connection of a synchronous engine,
+  one transaction at a time. The loop is never blocked on a lock: the writer's busy timeout
+  is 0, and a ``BEGIN IMMEDIATE`` that finds another process writing is retried after an
+  asyncio sleep. Inside the transaction no statement waits (the write lock is held).
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine, event, text
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.base import Executable
 
 from dhub.store.inline import InlineConnection, InlineReader, Rows
 
+T = TypeVar("T")
+
 _WRITE = "dhub_write"
 _MIGRATE_LOCK = 0x64687562  # "dhub": the advisory lock key that serialises migrations
 _PRAGMAS = ("busy_timeout=10000", "synchronous=NORMAL", "foreign_keys=ON")
+_BUSY_SECONDS = 10.0  # how long a SQLite writer waits for another process's transaction
 
 
 def normalize_url(url: str) -> str:
@@ -38,7 +47,7 @@ def normalize_url(url: str) -> str:
     if backend in ("postgresql", "postgres"):
         parsed = parsed.set(drivername="postgresql+psycopg")
     elif backend == "sqlite":
-        parsed = parsed.set(drivername="sqlite+aiosqlite")
+        parsed = parsed.set(drivername="sqlite+pysqlite")
     else:
         raise ValueError(
             f"DHUB_DATABASE_URL must be a sqlite:/// or postgresql:// URL, not {backend!r}"
@@ -50,16 +59,18 @@ class Conn:
     """A connection inside one transaction, whichever engine it came from. ``execute`` returns
     the statement's rows, fully fetched (our statements return small results)."""
 
-    __slots__ = ("_async", "_inline", "writing")
+    __slots__ = ("_async", "_inline", "_sync", "writing")
 
     def __init__(
         self,
         async_conn: AsyncConnection | None = None,
         inline: InlineConnection | None = None,
+        sync_conn: Connection | None = None,
         writing: bool = False,
     ) -> None:
         self._async = async_conn
         self._inline = inline
+        self._sync = sync_conn
         self.writing = writing  # inside Database.write(): repositories may lock rows
 
     async def execute(
@@ -70,31 +81,35 @@ class Conn:
         if self._inline is not None:
             assert parameters is None or isinstance(parameters, Mapping)
             return self._inline.execute(statement, parameters)
-        assert self._async is not None
-        result = await self._async.execute(statement, parameters)
-        return Rows(result.all() if result.returns_rows else ())
+        if self._sync is not None:
+            result = self._sync.execute(statement, parameters)
+        else:
+            assert self._async is not None
+            result = await self._async.execute(statement, parameters)
+        if result.returns_rows:
+            return Rows(result.all())
+        return Rows((), result.rowcount)
 
 
 class Database:
     """Owns the engines. ``read()`` and ``write()`` hand out one transaction each; on SQLite a
-    write transaction starts with BEGIN IMMEDIATE so concurrent writers queue on the busy
-    timeout instead of failing when a read lock cannot be upgraded."""
+    write transaction starts with BEGIN IMMEDIATE, so it never fails to upgrade a read lock."""
 
     def __init__(self, url: str) -> None:
         self.url = normalize_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
-        self.engine: AsyncEngine = self._create_engine()
-        self._reader = InlineReader(self._sqlite_path(), _PRAGMAS) if self.is_sqlite else None
-
-    def _create_engine(self) -> AsyncEngine:
-        if not self.is_sqlite:
-            return create_async_engine(self.url, pool_size=10, max_overflow=20, pool_pre_ping=True)
-        database = make_url(self.url).database
-        if database and database != ":memory:":
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_async_engine(self.url, pool_size=4, max_overflow=4)
-        _configure_sqlite(engine.sync_engine)
-        return engine
+        self._async: AsyncEngine | None = None
+        self._sync: Engine | None = None
+        self._reader: InlineReader | None = None
+        self._writer: _SqliteWriter | None = None
+        if self.is_sqlite:
+            self._sync = _sqlite_engine(self.url)
+            self._reader = InlineReader(self._sqlite_path(), _PRAGMAS)
+            self._writer = _SqliteWriter(self._sync)
+        else:
+            self._async = create_async_engine(
+                self.url, pool_size=10, max_overflow=20, pool_pre_ping=True
+            )
 
     def _sqlite_path(self) -> str:
         return make_url(self.url).database or ":memory:"
@@ -109,7 +124,8 @@ class Database:
             with self._inline_read(snapshot) as conn:
                 yield conn
             return
-        async with self.engine.connect() as aconn:
+        assert self._async is not None
+        async with self._async.connect() as aconn:
             if snapshot:  # PostgreSQL's default, READ COMMITTED, is per statement
                 await aconn.execution_options(isolation_level="REPEATABLE READ")
             yield Conn(async_conn=aconn)
@@ -122,29 +138,127 @@ class Database:
 
     @asynccontextmanager
     async def write(self) -> AsyncIterator[Conn]:
-        async with self.engine.connect() as aconn:
-            await aconn.execution_options(**{_WRITE: True})
-            async with aconn.begin():
-                yield Conn(async_conn=aconn, writing=True)
+        """One write transaction: committed when the block ends, rolled back if it raises."""
+        if self._writer is not None:
+            async with self._writer.transaction() as conn:
+                yield Conn(sync_conn=conn, writing=True)
+            return
+        assert self._async is not None
+        async with self._async.connect() as aconn, aconn.begin():
+            yield Conn(async_conn=aconn, writing=True)
+
+    async def run_sync(self, work: Callable[[Connection], T]) -> T:
+        """Run ``work`` on a synchronous connection in a write transaction of its own (Alembic),
+        off the loop thread on SQLite, so the loop stays free while it waits for locks."""
+        if self._sync is not None:
+            return await asyncio.to_thread(_in_transaction, self._sync, work)
+        assert self._async is not None
+        async with self._async.connect() as conn, conn.begin():
+            return await conn.run_sync(work)
 
     async def migrate(self) -> None:
-        from dhub.store.migrate import upgrade  # alembic is only needed when migrating
-
         # Several servers may start at once on one database: one migrates, the others wait for
         # it (BEGIN IMMEDIATE on SQLite, an advisory lock on PostgreSQL, both held until the
         # transaction ends) and then find nothing left to do.
-        async with self.engine.connect() as conn:
-            await conn.execution_options(**{_WRITE: True})
-            async with conn.begin():
-                if not self.is_sqlite:
-                    lock = text("SELECT pg_advisory_xact_lock(:key)")
-                    await conn.execute(lock, {"key": _MIGRATE_LOCK})
-                await conn.run_sync(upgrade)
+        await self.run_sync(_upgrade)
 
     async def dispose(self) -> None:
         if self._reader is not None:
             self._reader.close()
-        await self.engine.dispose()
+        if self._writer is not None:
+            self._writer.close()
+        if self._sync is not None:
+            self._sync.dispose()
+        if self._async is not None:
+            await self._async.dispose()
+
+
+def _upgrade(connection: Connection) -> None:
+    from dhub.store.migrate import upgrade  # alembic is only needed when migrating
+
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATE_LOCK})
+    upgrade(connection)
+
+
+def _in_transaction(engine: Engine, work: Callable[[Connection], T]) -> T:
+    with engine.connect() as conn:
+        conn = conn.execution_options(**{_WRITE: True})
+        with conn.begin():
+            return work(conn)
+
+
+class _SqliteWriter:
+    """The SQLite write connection, used from the loop thread one transaction at a time."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._conn: Connection | None = None
+        self._lock: asyncio.Lock | None = None
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Connection]:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            conn = await self._begin()
+            try:
+                yield conn
+            except BaseException:
+                conn.rollback()
+                raise
+            try:
+                conn.commit()
+            except BaseException:
+                conn.rollback()
+                raise
+
+    async def _begin(self) -> Connection:
+        deadline = time.monotonic() + _BUSY_SECONDS
+        delay = 0.0005
+        while True:
+            conn = self._connection()
+            try:
+                conn.begin()
+                return conn
+            except OperationalError as exc:
+                if not _busy(exc) or time.monotonic() > deadline:
+                    raise
+                conn.rollback()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+    def _connection(self) -> Connection:
+        if self._conn is None or self._conn.invalidated:
+            conn = self._engine.connect().execution_options(**{_WRITE: True})
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            raw.execute("PRAGMA busy_timeout=0")  # never wait on the loop thread
+            self._conn = conn
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+def _busy(exc: OperationalError) -> bool:
+    message = str(exc.orig)
+    return "locked" in message or "busy" in message
+
+
+def _sqlite_engine(url: str) -> Engine:
+    database = make_url(url).database
+    if database and database != ":memory:":
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    # check_same_thread=False: migrations run in a worker thread, and test clients run the
+    # loop in a portal thread of their own.
+    engine = create_engine(
+        url, pool_size=4, max_overflow=4, connect_args={"check_same_thread": False}
+    )
+    _configure_sqlite(engine)
+    return engine
 
 
 def _configure_sqlite(engine: Engine) -> None:

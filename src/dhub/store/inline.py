@@ -29,10 +29,11 @@ class Rows:
     """The rows of one statement, fully fetched: the little of SQLAlchemy's Result that the
     repositories use, so both connection kinds can return it."""
 
-    __slots__ = ("_rows",)
+    __slots__ = ("_rows", "rowcount")
 
-    def __init__(self, rows: Sequence[Sequence[Any]]) -> None:
+    def __init__(self, rows: Sequence[Sequence[Any]], rowcount: int = -1) -> None:
         self._rows = rows
+        self.rowcount = rowcount  # rows a write matched (all of an executemany's); -1: unknown
 
     def all(self) -> Sequence[Sequence[Any]]:
         return self._rows

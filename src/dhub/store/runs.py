@@ -23,6 +23,7 @@ from sqlalchemy import (
     Select,
     and_,
     bindparam,
+    func,
     insert,
     or_,
     select,
@@ -473,13 +474,40 @@ _RELEASE = (
     .where(runs.c.id == bindparam("run_id"), runs.c.lease_owner == bindparam("owner"))
     .values(lease_owner=None, lease_expires_at=None)
 )
+# Parked: waiting for a person or a timer with nobody holding it (DESIGN.md 4). Such a run is
+# not lapsed: an answer or its due timer wakes it (parked_timers), not the start-up recovery.
+_UNHELD = or_(runs.c.lease_expires_at.is_(None), runs.c.lease_expires_at <= bindparam("now"))
 _LAPSED = (
     select(runs.c.id)
     .where(
         runs.c.status.in_(ACTIVE),
-        or_(runs.c.lease_expires_at.is_(None), runs.c.lease_expires_at <= bindparam("now")),
+        _UNHELD,
+        or_(runs.c.status != "waiting", runs.c.lease_owner.is_not(None)),
     )
     .order_by(runs.c.id)
+    .limit(bindparam("limit", type_=Integer))
+)
+_RENEW_ALL = (
+    update(runs)
+    .where(
+        runs.c.lease_owner == bindparam("owner"),
+        runs.c.lease_expires_at > bindparam("now"),
+        runs.c.status.in_(ACTIVE),
+    )
+    .values(lease_expires_at=bindparam("until"))
+)
+_PARKED_DUE = (
+    select(run_commands.c.run_id, func.min(run_commands.c.due_at))
+    .select_from(run_commands.join(runs, runs.c.id == run_commands.c.run_id))
+    .where(
+        run_commands.c.status == "pending",
+        run_commands.c.kind == "sleep_until",
+        run_commands.c.due_at <= bindparam("due"),
+        runs.c.status == "waiting",
+        _UNHELD,
+    )
+    .group_by(run_commands.c.run_id)
+    .order_by(func.min(run_commands.c.due_at))
     .limit(bindparam("limit", type_=Integer))
 )
 
@@ -508,6 +536,23 @@ async def release(conn: Conn, run_id: str, owner: str) -> None:
 
 
 async def lapsed_runs(conn: Conn, now: int, limit: int = 1000) -> list[str]:
-    """Unfinished runs that no worker holds: never claimed, released, or lease expired."""
+    """Unfinished runs that no worker holds (never claimed, or the lease expired), except
+    parked ones: a waiting run whose worker let it go on purpose."""
     rows = await conn.execute(_LAPSED, {"now": now, "limit": limit})
     return [str(r[0]) for r in rows]
+
+
+async def renew_all(conn: Conn, owner: str, now: int, seconds: float) -> int:
+    """Extend every lease ``owner`` still holds, in one statement; how many it extended.
+    A lease that lapsed meanwhile is not revived: its run's next step finds out."""
+    params = _lease_params("", owner, now, seconds)
+    return (await conn.execute(_RENEW_ALL, params)).rowcount
+
+
+async def parked_timers(
+    conn: Conn, due: float, now: int, limit: int = 100
+) -> list[tuple[str, float]]:
+    """(run id, earliest due time) of waiting runs nobody holds with a timer due by ``due``
+    (seconds on the executor's clock), soonest first: the runs a timer should wake."""
+    rows = await conn.execute(_PARKED_DUE, {"due": due, "now": now, "limit": limit})
+    return [(str(r[0]), float(r[1])) for r in rows]

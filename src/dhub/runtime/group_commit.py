@@ -1,0 +1,72 @@
+"""Group commit: the steps of concurrent runs share transactions.
+
+Every step is saved before its commands run, so a run waits for its write. Writes that arrive
+while a commit is under way wait for the next one, and that one saves all of them together
+(store/step_batch.py: one statement per table, one commit). One run alone pays one
+transaction per step, as before; a thousand runs stepping at once pay a handful.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from dhub.store.db import Database
+from dhub.store.step_batch import StepWrite, write_steps
+
+log = logging.getLogger(__name__)
+
+_MAX_BATCH = 512  # keeps one commit's statements and the loop's pause bounded
+
+
+class GroupCommitter:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._queue: list[tuple[StepWrite, asyncio.Future[None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+        self.commits = 0  # transactions committed (the benchmark reports steps per commit)
+
+    def save(self, write: StepWrite) -> asyncio.Future[None]:
+        """Queue ``write``; the future is done once it is committed (or failed: StepConflict
+        when the run is not where the write says, the database's error otherwise)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue.append((write, future))
+        if self._flusher is None:
+            # Started, not run: the runs that are ready now queue their steps first.
+            self._flusher = asyncio.ensure_future(self._flush())
+        return future
+
+    async def _flush(self) -> None:
+        try:
+            while self._queue:
+                batch = self._queue[:_MAX_BATCH]
+                del self._queue[:_MAX_BATCH]
+                await self._commit(batch)
+        finally:
+            self._flusher = None
+
+    async def _commit(self, batch: list[tuple[StepWrite, asyncio.Future[None]]]) -> None:
+        try:
+            async with self._db.write() as conn:
+                await write_steps(conn, [write for write, _ in batch])
+        except Exception as exc:
+            if len(batch) == 1:
+                _settle(batch[0][1], exc)
+                return
+            # One write spoiled the batch (a lost lease, say): each alone finds out which.
+            log.debug("a batch of %d steps failed (%r); saving them one by one", len(batch), exc)
+            for item in batch:
+                await self._commit([item])
+            return
+        self.commits += 1
+        for _, future in batch:
+            _settle(future, None)
+
+
+def _settle(future: asyncio.Future[None], problem: Exception | None) -> None:
+    if future.done():
+        return
+    if problem is None:
+        future.set_result(None)
+    else:
+        future.set_exception(problem)

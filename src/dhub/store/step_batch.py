@@ -1,0 +1,207 @@
+"""Group commit of run steps: the steps of many runs saved by one transaction (DESIGN.md 4).
+
+``record_step`` (runs.py) saves one step and learns the run's counters from the database. A
+run's own worker does not need to: under its lease it is the run's only writer, so it knows
+the step number and the next event seq, and the database only has to confirm them. That lets
+``write_steps`` save a batch of steps (of many runs) with one statement per table, whatever
+the batch's size: on SQLite one commit for all of them, on PostgreSQL one round trip per
+statement (psycopg pipelines an executemany).
+
+If any step of the batch does not match its run (the lease was lost, or a step is out of
+order) the whole batch raises ``BatchConflict`` and must roll back; the caller then saves the
+steps one by one to find which (``record_step`` semantics: StepConflict for that one only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Boolean, bindparam, case, func, insert, null, update
+
+from dhub.runtime import checkpoints
+from dhub.store import conversations as chats
+from dhub.store.db import Conn
+from dhub.store.runs import Closing, CommandRecord, StepConflict
+from dhub.store.tables import run_commands, run_events, run_steps, run_task_assignees, runs
+
+
+class BatchConflict(StepConflict):
+    """A step of the batch did not match its run: save them one by one to find which."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A chat turn's answer, added to its conversation with the step that ends the run."""
+
+    conversation_id: str
+    content: str
+    variables: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StepWrite:
+    """One step of one run, as its worker saves it."""
+
+    run_id: str
+    step: int  # the run's step_count before this step
+    owner: str  # the lease holder (the write fails if it is not)
+    first_seq: int  # the seq of the step's first event (the run's event_count + 1)
+    patch: checkpoints.Patch
+    events: Sequence[Mapping[str, Any]]
+    opened: Sequence[CommandRecord]
+    closed: Mapping[str, Closing]
+    status: str
+    waiting: dict[str, Any] | None
+    at: int
+    ended: bool = False  # the run finished: outputs, error and finished_at are written
+    outputs: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    release: bool = False  # give the lease up with this step (the run is parked)
+    reply: Reply | None = None
+
+    @property
+    def next_seq(self) -> int:
+        return self.first_seq + len(self.events)
+
+
+# b_*: SQLAlchemy reserves column names for an UPDATE's own parameters.
+_WHERE = (
+    runs.c.id == bindparam("b_id"),
+    runs.c.step_count == bindparam("b_step"),
+    runs.c.lease_owner == bindparam("b_owner"),
+)
+_PROGRESS = {
+    "step_count": bindparam("b_next"),
+    "event_count": bindparam("b_events"),
+    "updated_at": bindparam("b_at"),
+    "status": bindparam("b_status"),
+    "waiting": bindparam("b_waiting", type_=runs.c.waiting.type),
+    "started_at": func.coalesce(runs.c.started_at, bindparam("b_at")),
+    "lease_owner": bindparam("b_lease_owner"),
+    "lease_expires_at": case(
+        (bindparam("b_release", type_=Boolean), null()), else_=runs.c.lease_expires_at
+    ),
+}
+# Two shapes, so each is one executemany: a step that goes on, and the step that ends the run.
+_STEP = update(runs).where(*_WHERE).values(_PROGRESS)
+_END = (
+    update(runs)
+    .where(*_WHERE)
+    .values(
+        {
+            **_PROGRESS,
+            "outputs": bindparam("b_outputs", type_=runs.c.outputs.type),
+            "error": bindparam("b_error", type_=runs.c.error.type),
+            "finished_at": bindparam("b_at"),
+        }
+    )
+)
+_INSERT_STEP = insert(run_steps)
+_INSERT_EVENT = insert(run_events)
+_INSERT_COMMAND = insert(run_commands)
+_INSERT_ASSIGNEE = insert(run_task_assignees)
+_CLOSE_ONE = (
+    update(run_commands)
+    .where(
+        run_commands.c.run_id == bindparam("b_run_id"),
+        run_commands.c.command_id == bindparam("b_command_id"),
+        run_commands.c.status == "pending",
+    )
+    .values(status=bindparam("b_status"), closed_at=bindparam("b_closed_at"))
+)
+
+
+async def write_steps(conn: Conn, writes: Sequence[StepWrite]) -> None:
+    """Save ``writes`` in the caller's write transaction (BatchConflict: roll it back)."""
+    if not writes:
+        return
+    await _advance(conn, writes)
+    await conn.execute(_INSERT_STEP, [_step_row(w) for w in writes])
+    events = [row for w in writes for row in _event_rows(w)]
+    if events:
+        await conn.execute(_INSERT_EVENT, events)
+    opened = [c for w in writes for c in w.opened]
+    if opened:
+        await conn.execute(_INSERT_COMMAND, [_command_row(c) for c in opened])
+        assignees = [
+            {"run_id": c.run_id, "command_id": c.command_id, "principal_id": p}
+            for c in opened
+            for p in dict.fromkeys(c.assignees)
+        ]
+        if assignees:
+            await conn.execute(_INSERT_ASSIGNEE, assignees)
+    closing = [
+        {"b_run_id": w.run_id, "b_command_id": i, "b_status": how, "b_closed_at": w.at}
+        for w in writes
+        for i, how in w.closed.items()
+    ]
+    if closing:
+        await conn.execute(_CLOSE_ONE, closing)
+    for w in writes:
+        if w.reply is not None:
+            await chats.add_message(
+                conn, w.reply.conversation_id, "assistant", w.reply.content, w.run_id, w.at,
+                variables=w.reply.variables,
+            )  # fmt: skip
+
+
+async def _advance(conn: Conn, writes: Sequence[StepWrite]) -> None:
+    for statement, group in ((_STEP, [w for w in writes if not w.ended]),
+                             (_END, [w for w in writes if w.ended])):  # fmt: skip
+        if not group:
+            continue
+        matched = (await conn.execute(statement, [_run_values(w) for w in group])).rowcount
+        if matched != len(group):
+            if len(writes) == 1:
+                w = writes[0]
+                raise StepConflict(f"run {w.run_id} is not at step {w.step} under this lease")
+            raise BatchConflict(f"{len(group) - matched} of {len(group)} steps did not match")
+
+
+def _run_values(w: StepWrite) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "b_id": w.run_id,
+        "b_step": w.step,
+        "b_owner": w.owner,
+        "b_next": w.step + 1,
+        "b_events": w.next_seq - 1,
+        "b_at": w.at,
+        "b_status": w.status,
+        "b_waiting": w.waiting,
+        "b_lease_owner": None if w.release else w.owner,
+        "b_release": w.release,
+    }
+    if w.ended:
+        values |= {"b_outputs": w.outputs, "b_error": w.error}
+    return values
+
+
+def _step_row(w: StepWrite) -> dict[str, Any]:
+    return {"run_id": w.run_id, "step": w.step, "patch": w.patch, "created_at": w.at}
+
+
+def _event_rows(w: StepWrite) -> list[dict[str, Any]]:
+    rows = []
+    for seq, event in enumerate(w.events, w.first_seq):
+        data = {k: v for k, v in event.items() if k != "type" and k != "node_id"}
+        row = {"run_id": w.run_id, "seq": seq, "type": event["type"], "data": data}
+        rows.append(row | {"node_id": event.get("node_id"), "created_at": w.at})
+    return rows
+
+
+def _command_row(c: CommandRecord) -> dict[str, Any]:
+    return {
+        "run_id": c.run_id,
+        "command_id": c.command_id,
+        "kind": c.kind,
+        "node_id": c.node_id,
+        "frame": c.frame,
+        "payload": c.payload,
+        "status": c.status,
+        "due_at": c.due_at,
+        "assignees": c.assignees,
+        "created_at": c.created_at,
+        "closed_at": c.closed_at,
+    }
