@@ -44,17 +44,7 @@ def _advance(before: Any, after: Any, path: Path, patch: Patch) -> Any:
     if before is after:  # only ever true of immutable values: containers are never shared
         return before
     if type(before) is dict and type(after) is dict:
-        out = {}
-        for key in before:
-            if key not in after:
-                patch.append(["del", [*path, key]])
-        for key, value in after.items():
-            if key in before:
-                out[key] = _advance(before[key], value, [*path, key], patch)
-            else:
-                patch.append(["set", [*path, key], value])
-                out[key] = _copy(value)
-        return out
+        return _advance_dict(before, after, path, patch)
     if type(before) is type(after) and before == after:
         return before
     if type(before) is list and type(after) is list and _grew(before, after):
@@ -63,6 +53,31 @@ def _advance(before: Any, after: Any, path: Path, patch: Patch) -> Any:
         return before + _copy(added)
     patch.append(["set", path, after])
     return _copy(after)
+
+
+def _advance_dict(
+    before: dict[str, Any], after: dict[str, Any], path: Path, patch: Patch
+) -> dict[str, Any]:
+    out = {}
+    for key in before:
+        if key not in after:
+            patch.append(["del", [*path, key]])
+    for key, value in after.items():
+        old = before.get(key, _MISSING)
+        kind = type(value)
+        # Unchanged scalars are most of a state: compared here, without a call per value.
+        if old is value or (kind is type(old) and kind in _SCALARS and old == value):
+            out[key] = old
+        elif old is _MISSING:
+            patch.append(["set", [*path, key], value])
+            out[key] = _copy(value)
+        else:
+            out[key] = _advance(old, value, [*path, key], patch)
+    return out
+
+
+_MISSING = object()
+_SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _copy(value: Any) -> Any:

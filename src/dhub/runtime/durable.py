@@ -40,7 +40,7 @@ from dhub.runtime.group_commit import GroupCommitter
 from dhub.runtime.ports import Answer, Clock, Decision, FunctionPort, ModelPort
 from dhub.store import runs as store
 from dhub.store.db import Database
-from dhub.store.step_batch import Reply, StepWrite
+from dhub.store.step_batch import Reply, StepRows, StepWrite
 
 log = logging.getLogger(__name__)
 
@@ -164,11 +164,12 @@ class _Journal:
             content = chat_reply(step.state.outputs)
             reply = Reply(self.conversation_id, content, step.state.conversation)
         park = status == "waiting" and not self.live.people.early and self.parks(self.issued)
+        rows = StepRows(
+            self.run_id, self.step, self.next_seq, patch, events,
+            [store.command_record(self.run_id, c, at) for c in opened], closed, at,
+        )  # fmt: skip
         return StepWrite(
-            run_id=self.run_id, step=self.step, owner=self.owner, first_seq=self.next_seq,
-            patch=patch, events=events, opened=[store.command_record(self.run_id, c, at)
-                                                for c in opened],
-            closed=closed, status=status, waiting=waiting, at=at, ended=ended,
+            rows, self.owner, status, waiting, ended=ended,
             outputs=step.state.outputs if ended else None,
             error=step.state.error if ended else None, release=ended or park, reply=reply,
         )  # fmt: skip

@@ -30,7 +30,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.base import Executable
 
-from dhub.store.inline import InlineConnection, InlineReader, Rows
+from dhub.store.inline import InlineConnection, InlineReader, InlineWriter, Rows
 
 T = TypeVar("T")
 
@@ -59,18 +59,21 @@ class Conn:
     """A connection inside one transaction, whichever engine it came from. ``execute`` returns
     the statement's rows, fully fetched (our statements return small results)."""
 
-    __slots__ = ("_async", "_inline", "_sync", "writing")
+    __slots__ = ("_async", "_inline", "_raw", "_sync", "_writer", "writing")
 
     def __init__(
         self,
         async_conn: AsyncConnection | None = None,
         inline: InlineConnection | None = None,
         sync_conn: Connection | None = None,
+        writer: InlineWriter | None = None,
         writing: bool = False,
     ) -> None:
         self._async = async_conn
         self._inline = inline
         self._sync = sync_conn
+        self._writer = writer
+        self._raw: Any = None  # the stdlib connection under _sync, looked up when needed
         self.writing = writing  # inside Database.write(): repositories may lock rows
 
     async def execute(
@@ -89,6 +92,15 @@ class Conn:
         if result.returns_rows:
             return Rows(result.all())
         return Rows((), result.rowcount)
+
+    async def execute_many(self, statement: Executable, rows: Sequence[Mapping[str, Any]]) -> int:
+        """A constant INSERT or UPDATE (built once, at module level) run for each of ``rows``;
+        how many rows it changed in all. On SQLite it skips SQLAlchemy's per-row work."""
+        if self._writer is not None and self._sync is not None:
+            if self._raw is None:
+                self._raw = self._sync.connection.dbapi_connection
+            return self._writer.execute_many(self._raw, statement, rows)
+        return (await self.execute(statement, rows)).rowcount
 
 
 class Database:
@@ -141,7 +153,7 @@ class Database:
         """One write transaction: committed when the block ends, rolled back if it raises."""
         if self._writer is not None:
             async with self._writer.transaction() as conn:
-                yield Conn(sync_conn=conn, writing=True)
+                yield Conn(sync_conn=conn, writer=self._writer.inline, writing=True)
             return
         assert self._async is not None
         async with self._async.connect() as aconn, aconn.begin():
@@ -195,6 +207,7 @@ class _SqliteWriter:
         self._engine = engine
         self._conn: Connection | None = None
         self._lock: asyncio.Lock | None = None
+        self.inline = InlineWriter()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:

@@ -15,7 +15,7 @@ import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -31,14 +31,19 @@ from sqlalchemy import (
 )
 
 from dhub.domain.ids import now_ms
-from dhub.engine.state import AwaitInput, Cancel, Command, Complete, Fail
-from dhub.runtime import checkpoints, journal
+from dhub.runtime import checkpoints
 from dhub.store.db import Conn
+from dhub.store.run_records import Closing as Closing
+from dhub.store.run_records import CommandRecord as CommandRecord
+from dhub.store.run_records import EventRecord as EventRecord
+from dhub.store.run_records import RunRecord as RunRecord
+from dhub.store.run_records import StepConflict as StepConflict
+from dhub.store.run_records import command_record as command_record
+from dhub.store.step_batch import StepRows, insert_rows
 from dhub.store.tables import run_commands, run_events, run_steps, run_task_assignees, runs
 
 ACTIVE = ("queued", "running", "waiting")  # not finished: a worker must drive these
 TASK_KINDS = ("await_input", "await_confirmation")
-Closing = Literal["done", "cancelled"]
 # The run columns a step may change; the rest are fixed at creation or owned by the lease.
 _CHANGEABLE = frozenset(
     {"status", "waiting", "outputs", "error", "usage", "conversation_id", "started_at",
@@ -46,92 +51,9 @@ _CHANGEABLE = frozenset(
 )  # fmt: skip
 
 
-class StepConflict(Exception):
-    """The run is not at the step being recorded (another worker recorded it: the lease was
-    lost), or the lease is not held by the given owner. The caller's transaction must roll back.
-    """
-
-
-@dataclass(frozen=True, slots=True)
-class RunRecord:
-    id: str
-    agent_id: str
-    agent_version: int
-    user_id: str
-    status: str
-    waiting: dict[str, Any] | None
-    inputs: dict[str, Any]
-    outputs: dict[str, Any] | None
-    error: dict[str, Any] | None
-    usage: dict[str, Any]
-    conversation_id: str | None
-    idempotency_key: str | None
-    step_count: int  # steps stored: the next step to record is this number
-    event_count: int  # the seq of the last event (0: none yet)
-    created_at: int
-    started_at: int | None
-    finished_at: int | None
-    updated_at: int
-    lease_owner: str | None
-    lease_expires_at: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class EventRecord:
-    """One logged event. ``data`` is the event without its ``type`` and ``node_id``."""
-
-    run_id: str
-    seq: int
-    type: str
-    node_id: str | None
-    data: dict[str, Any]
-    created_at: int
-
-    def as_event(self) -> dict[str, Any]:
-        """The event as the engine produced it."""
-        head: dict[str, Any] = {"type": self.type}
-        if self.node_id is not None:
-            head["node_id"] = self.node_id
-        return {**head, **self.data}
-
-
-@dataclass(frozen=True, slots=True)
-class CommandRecord:
-    run_id: str
-    command_id: str
-    kind: str  # call_function | call_model | await_input | await_confirmation | sleep_until
-    node_id: str
-    frame: str
-    payload: dict[str, Any]  # the engine command, as dataclasses.asdict gives it
-    status: str  # pending | done | cancelled
-    due_at: float | None
-    assignees: list[str]
-    created_at: int
-    closed_at: int | None
-
-
-def command_record(run_id: str, command: Command, at: int) -> CommandRecord:
-    """The pending row of an engine command that waits for an answer (not Cancel, Complete or
-    Fail: those close commands or end the run)."""
-    kind = journal.kind_of(command)
-    if kind is None or isinstance(command, Cancel | Complete | Fail):
-        raise ValueError(f"{type(command).__name__} is not a command that stays open")
-    return CommandRecord(
-        run_id=run_id,
-        command_id=command.command_id,
-        kind=kind,
-        node_id=command.node_id,
-        frame=command.frame,
-        payload=journal.command_payload(command),
-        status="pending",
-        due_at=journal.due_at(command),
-        assignees=list(command.assignees) if isinstance(command, AwaitInput) else [],
-        created_at=at,
-        closed_at=None,
-    )
-
-
 # -- writing ------------------------------------------------------------------------------------
+
+_INSERT_RUN = insert(runs)
 
 
 async def insert_run(
@@ -144,18 +66,13 @@ async def insert_run(
 ) -> list[int]:
     """Create the run and its step 0 (the whole initial state, as a patch from ``{}``, with
     the events and commands of that step); the seqs given to ``events``. The record's step and
-    event counts are ignored: both start at 0."""
-    values = dataclasses.asdict(record) | {"step_count": 0, "event_count": 0}
-    await conn.execute(insert(runs).values(values))
-    return await record_step(
-        conn,
-        record.id,
-        0,
-        checkpoints.diff({}, initial_state),
-        events=events,
-        opened=opened,
-        at=record.created_at,
-    )
+    event counts are ignored: step 0 is the first step, its events are numbered from 1."""
+    values = dataclasses.asdict(record) | {"step_count": 1, "event_count": len(events)}
+    await conn.execute_many(_INSERT_RUN, [values])
+    patch = checkpoints.diff({}, initial_state)
+    rows = StepRows(record.id, 0, 1, patch, events, opened, {}, record.created_at)
+    await insert_rows(conn, [rows])
+    return list(range(1, len(events) + 1))
 
 
 async def record_step(
@@ -183,15 +100,11 @@ async def record_step(
     if unknown:
         raise ValueError(f"a step cannot change run columns {sorted(unknown)}")
     last = await _advance(conn, run_id, step, len(events), changes, owner, at)
-    seqs = list(range(last - len(events) + 1, last + 1))
-    await conn.execute(
-        insert(run_steps).values(run_id=run_id, step=step, patch=patch, created_at=at)
+    first = last - len(events) + 1
+    await insert_rows(
+        conn, [StepRows(run_id, step, first, patch, events, opened, closed or {}, at)]
     )
-    if events:
-        await conn.execute(insert(run_events), _event_rows(run_id, seqs, events, at))
-    await _open_commands(conn, run_id, opened)
-    await _close_commands(conn, run_id, closed or {}, at)
-    return seqs
+    return list(range(first, last + 1))
 
 
 async def _advance(
@@ -223,60 +136,6 @@ async def _advance(
     if last is None:
         raise StepConflict(f"run {run_id} is not at step {step} under this lease")
     return int(last)
-
-
-def _event_rows(
-    run_id: str, seqs: Sequence[int], events: Sequence[Mapping[str, Any]], at: int
-) -> list[dict[str, Any]]:
-    rows = []
-    for seq, event in zip(seqs, events, strict=True):
-        data = {k: v for k, v in event.items() if k not in ("type", "node_id")}
-        rows.append(
-            {
-                "run_id": run_id,
-                "seq": seq,
-                "type": event["type"],
-                "node_id": event.get("node_id"),
-                "data": data,
-                "created_at": at,
-            }
-        )
-    return rows
-
-
-async def _open_commands(conn: Conn, run_id: str, opened: Sequence[CommandRecord]) -> None:
-    if not opened:
-        return
-    if any(c.run_id != run_id for c in opened):
-        raise ValueError("opened commands must belong to the run being stepped")
-    await conn.execute(insert(run_commands), [dataclasses.asdict(c) for c in opened])
-    assignees = [
-        {"run_id": run_id, "command_id": c.command_id, "principal_id": p}
-        for c in opened
-        for p in dict.fromkeys(c.assignees)
-    ]
-    if assignees:
-        await conn.execute(insert(run_task_assignees), assignees)
-
-
-# b_*: SQLAlchemy reserves column names for an UPDATE's own parameters.
-_CLOSE = (
-    update(run_commands)
-    .where(
-        run_commands.c.run_id == bindparam("b_run_id"),
-        run_commands.c.command_id.in_(bindparam("ids", expanding=True)),
-        run_commands.c.status == "pending",
-    )
-    .values(status=bindparam("b_status"), closed_at=bindparam("b_closed_at"))
-)
-
-
-async def _close_commands(conn: Conn, run_id: str, closed: Mapping[str, Closing], at: int) -> None:
-    for status in ("done", "cancelled"):
-        ids = [command_id for command_id, how in closed.items() if how == status]
-        if ids:
-            params = {"b_run_id": run_id, "ids": ids, "b_status": status, "b_closed_at": at}
-            await conn.execute(_CLOSE, params)
 
 
 # -- reading ------------------------------------------------------------------------------------

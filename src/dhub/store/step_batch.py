@@ -23,7 +23,7 @@ from sqlalchemy import Boolean, bindparam, case, func, insert, null, update
 from dhub.runtime import checkpoints
 from dhub.store import conversations as chats
 from dhub.store.db import Conn
-from dhub.store.runs import Closing, CommandRecord, StepConflict
+from dhub.store.run_records import Closing, CommandRecord, StepConflict
 from dhub.store.tables import run_commands, run_events, run_steps, run_task_assignees, runs
 
 
@@ -41,20 +41,27 @@ class Reply:
 
 
 @dataclass(frozen=True, slots=True)
-class StepWrite:
-    """One step of one run, as its worker saves it."""
+class StepRows:
+    """What a step adds to the run's tables: its patch, events, opened and closed commands."""
 
     run_id: str
     step: int  # the run's step_count before this step
-    owner: str  # the lease holder (the write fails if it is not)
     first_seq: int  # the seq of the step's first event (the run's event_count + 1)
     patch: checkpoints.Patch
     events: Sequence[Mapping[str, Any]]
     opened: Sequence[CommandRecord]
     closed: Mapping[str, Closing]
+    at: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepWrite:
+    """One step of one run, as its worker saves it: its rows and the run's new columns."""
+
+    rows: StepRows
+    owner: str  # the lease holder (the write fails if it is not)
     status: str
     waiting: dict[str, Any] | None
-    at: int
     ended: bool = False  # the run finished: outputs, error and finished_at are written
     outputs: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
@@ -63,7 +70,7 @@ class StepWrite:
 
     @property
     def next_seq(self) -> int:
-        return self.first_seq + len(self.events)
+        return self.rows.first_seq + len(self.rows.events)
 
 
 # b_*: SQLAlchemy reserves column names for an UPDATE's own parameters.
@@ -118,33 +125,42 @@ async def write_steps(conn: Conn, writes: Sequence[StepWrite]) -> None:
     if not writes:
         return
     await _advance(conn, writes)
-    await conn.execute(_INSERT_STEP, [_step_row(w) for w in writes])
-    events = [row for w in writes for row in _event_rows(w)]
+    await insert_rows(conn, [w.rows for w in writes])
+    for w in writes:
+        if w.reply is not None:
+            await chats.add_message(
+                conn, w.reply.conversation_id, "assistant", w.reply.content, w.rows.run_id,
+                w.rows.at, variables=w.reply.variables,
+            )  # fmt: skip
+
+
+async def insert_rows(conn: Conn, steps: Sequence[StepRows]) -> None:
+    """The rows of ``steps`` (of one run or many), one statement per table. The caller has
+    moved the runs' counters on (or created them): that is what makes the step numbers and
+    seqs unique."""
+    await conn.execute_many(_INSERT_STEP, [_step_row(s) for s in steps])
+    events = [row for s in steps for row in _event_rows(s)]
     if events:
-        await conn.execute(_INSERT_EVENT, events)
-    opened = [c for w in writes for c in w.opened]
+        await conn.execute_many(_INSERT_EVENT, events)
+    opened = [c for s in steps for c in s.opened]
+    if any(c.run_id != s.run_id for s in steps for c in s.opened):
+        raise ValueError("opened commands must belong to the run being stepped")
     if opened:
-        await conn.execute(_INSERT_COMMAND, [_command_row(c) for c in opened])
+        await conn.execute_many(_INSERT_COMMAND, [_command_row(c) for c in opened])
         assignees = [
             {"run_id": c.run_id, "command_id": c.command_id, "principal_id": p}
             for c in opened
             for p in dict.fromkeys(c.assignees)
         ]
         if assignees:
-            await conn.execute(_INSERT_ASSIGNEE, assignees)
+            await conn.execute_many(_INSERT_ASSIGNEE, assignees)
     closing = [
-        {"b_run_id": w.run_id, "b_command_id": i, "b_status": how, "b_closed_at": w.at}
-        for w in writes
-        for i, how in w.closed.items()
+        {"b_run_id": s.run_id, "b_command_id": i, "b_status": how, "b_closed_at": s.at}
+        for s in steps
+        for i, how in s.closed.items()
     ]
     if closing:
-        await conn.execute(_CLOSE_ONE, closing)
-    for w in writes:
-        if w.reply is not None:
-            await chats.add_message(
-                conn, w.reply.conversation_id, "assistant", w.reply.content, w.run_id, w.at,
-                variables=w.reply.variables,
-            )  # fmt: skip
+        await conn.execute_many(_CLOSE_ONE, closing)
 
 
 async def _advance(conn: Conn, writes: Sequence[StepWrite]) -> None:
@@ -152,22 +168,22 @@ async def _advance(conn: Conn, writes: Sequence[StepWrite]) -> None:
                              (_END, [w for w in writes if w.ended])):  # fmt: skip
         if not group:
             continue
-        matched = (await conn.execute(statement, [_run_values(w) for w in group])).rowcount
+        matched = await conn.execute_many(statement, [_run_values(w) for w in group])
         if matched != len(group):
             if len(writes) == 1:
-                w = writes[0]
+                w = writes[0].rows
                 raise StepConflict(f"run {w.run_id} is not at step {w.step} under this lease")
             raise BatchConflict(f"{len(group) - matched} of {len(group)} steps did not match")
 
 
 def _run_values(w: StepWrite) -> dict[str, Any]:
     values: dict[str, Any] = {
-        "b_id": w.run_id,
-        "b_step": w.step,
+        "b_id": w.rows.run_id,
+        "b_step": w.rows.step,
         "b_owner": w.owner,
-        "b_next": w.step + 1,
+        "b_next": w.rows.step + 1,
         "b_events": w.next_seq - 1,
-        "b_at": w.at,
+        "b_at": w.rows.at,
         "b_status": w.status,
         "b_waiting": w.waiting,
         "b_lease_owner": None if w.release else w.owner,
@@ -178,11 +194,11 @@ def _run_values(w: StepWrite) -> dict[str, Any]:
     return values
 
 
-def _step_row(w: StepWrite) -> dict[str, Any]:
+def _step_row(w: StepRows) -> dict[str, Any]:
     return {"run_id": w.run_id, "step": w.step, "patch": w.patch, "created_at": w.at}
 
 
-def _event_rows(w: StepWrite) -> list[dict[str, Any]]:
+def _event_rows(w: StepRows) -> list[dict[str, Any]]:
     rows = []
     for seq, event in enumerate(w.events, w.first_seq):
         data = {k: v for k, v in event.items() if k != "type" and k != "node_id"}
