@@ -30,6 +30,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.base import Executable
 
+from dhub.store import json_codec
 from dhub.store.inline import InlineConnection, InlineReader, InlineWriter, Rows
 
 T = TypeVar("T")
@@ -38,6 +39,7 @@ _WRITE = "dhub_write"
 _MIGRATE_LOCK = 0x64687562  # "dhub": the advisory lock key that serialises migrations
 _PRAGMAS = ("busy_timeout=10000", "synchronous=NORMAL", "foreign_keys=ON")
 _BUSY_SECONDS = 10.0  # how long a SQLite writer waits for another process's transaction
+_JSON = {"json_serializer": json_codec.dumps, "json_deserializer": json_codec.loads}
 
 
 def normalize_url(url: str) -> str:
@@ -120,7 +122,7 @@ class Database:
             self._writer = _SqliteWriter(self._sync)
         else:
             self._async = create_async_engine(
-                self.url, pool_size=10, max_overflow=20, pool_pre_ping=True
+                self.url, pool_size=10, max_overflow=20, pool_pre_ping=True, **_JSON
             )
 
     def _sqlite_path(self) -> str:
@@ -268,7 +270,7 @@ def _sqlite_engine(url: str) -> Engine:
     # check_same_thread=False: migrations run in a worker thread, and test clients run the
     # loop in a portal thread of their own.
     engine = create_engine(
-        url, pool_size=4, max_overflow=4, connect_args={"check_same_thread": False}
+        url, pool_size=4, max_overflow=4, connect_args={"check_same_thread": False}, **_JSON
     )
     _configure_sqlite(engine)
     return engine

@@ -21,6 +21,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import CompoundSelect, Insert, Select, Update
 from sqlalchemy.sql.base import Executable
 
+from dhub.store import json_codec
+
 _Processor = Callable[[Any], Any]
 _POSTCOMPILE = "__[POSTCOMPILE_{}]"
 _MAX_COMPILED = 2048
@@ -82,7 +84,9 @@ class InlineReader:
         self._pragmas = pragmas
         self._size = size
         self._idle: list[sqlite3.Connection] = []
-        self._dialect = SQLiteDialect_pysqlite(paramstyle="qmark")
+        self._dialect = SQLiteDialect_pysqlite(
+            paramstyle="qmark", json_serializer=json_codec.dumps, json_deserializer=json_codec.loads
+        )
         self._compiled: dict[Executable, _Compiled] = {}
 
     def _connect(self) -> sqlite3.Connection:
@@ -170,14 +174,15 @@ class _Write:
     names: tuple[str, ...]  # bind parameter names, in placeholder order
     defaults: Mapping[str, Any]  # values fixed in the statement itself
     binders: Mapping[str, _Processor]  # name -> converter to the driver's value (JSON, bool)
+    plan: tuple[tuple[str, _Processor | None], ...] = ()  # (name, binder), in order
 
     def row(self, params: Mapping[str, Any]) -> list[Any]:
-        out = []
-        for name in self.names:
-            value = params[name] if name in params else self.defaults[name]
-            binder = self.binders.get(name)
-            out.append(value if binder is None else binder(value))
-        return out
+        values = {**self.defaults, **params} if self.defaults else params
+        return [
+            value if binder is None else binder(value)
+            for name, binder in self.plan
+            for value in (values[name],)
+        ]
 
 
 class InlineWriter:
@@ -187,7 +192,9 @@ class InlineWriter:
     columns' own bind processors, so what is stored is what SQLAlchemy would store."""
 
     def __init__(self) -> None:
-        self._dialect = SQLiteDialect_pysqlite(paramstyle="qmark")
+        self._dialect = SQLiteDialect_pysqlite(
+            paramstyle="qmark", json_serializer=json_codec.dumps, json_deserializer=json_codec.loads
+        )
         self._compiled: dict[Executable, _Write] = {}
 
     def execute_many(
@@ -219,4 +226,6 @@ class InlineWriter:
             for n, b in binds.items()
             if (processor := b.type.dialect_impl(self._dialect).bind_processor(self._dialect))
         }
-        return _Write(compiled.string, tuple(compiled.positiontup or ()), defaults, binders)
+        names = tuple(compiled.positiontup or ())
+        plan = tuple((name, binders.get(name)) for name in names)
+        return _Write(compiled.string, names, defaults, binders, plan)

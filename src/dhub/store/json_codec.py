@@ -1,0 +1,30 @@
+"""The JSON codec of every JSON column: orjson, several times faster than the stdlib's, which
+the durable step writes spent a large share of their time in (bench/runs.py).
+
+What orjson refuses (integers beyond 64 bits, say) falls back to the stdlib, so no value a
+run produced can make its step unwritable. orjson writes non-finite floats (NaN, infinity) as
+null: JSON has no such values, and PostgreSQL would refuse the stdlib's ``NaN``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+_OPTIONS = orjson.OPT_NON_STR_KEYS
+
+
+def dumps(value: Any) -> str:
+    try:
+        return orjson.dumps(value, option=_OPTIONS).decode()
+    except TypeError:
+        return json.dumps(value)
+
+
+def loads(text: str | bytes) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
