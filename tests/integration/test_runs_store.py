@@ -222,7 +222,7 @@ async def open_commands(db: Database, run_id: str, *commands: Any) -> None:
         await store.record_step(conn, run_id, 1, [], opened=commands)
 
 
-async def test_tasks_are_visible_to_assignees_or_else_the_run_user(db: Database) -> None:
+async def test_tasks_are_visible_to_assignees_and_the_run_user(db: Database) -> None:
     await open_commands(
         db,
         "r1",
@@ -238,9 +238,13 @@ async def test_tasks_are_visible_to_assignees_or_else_the_run_user(db: Database)
 
     assert await visible("user.a") == [("r1", "ask")]
     assert await visible("user.b", "group.ops") == [("r1", "ask"), ("r2", "ask")]
-    assert await visible("user.r1") == [("r1", "ok")]  # unassigned: the run's user
-    assert await visible("user.r2") == []  # assigned to others: not the run's user
+    assert await visible("user.r1") == [("r1", "ask"), ("r1", "ok")]  # the run's user: all
+    assert await visible("user.r2") == [("r2", "ask")]  # assigned to others, and its user's
     assert await visible() == []
+    async with db.read() as conn:  # seen through the run's agent: a hidden agent hides it
+        assert await store.open_tasks(conn, ["user.r1"], None, ["agent.a"]) == []
+        assert len(await store.open_tasks(conn, ["user.r1"], ["agent.a"])) == 2
+        assert await store.open_tasks(conn, ["user.r1"], []) == []
     async with db.read() as conn:
         [found] = await store.open_tasks(conn, ["user.a"])
         assert found.assignees == ["user.a", "group.ops", "user.a"]  # JSON round-trips as given

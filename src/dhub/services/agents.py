@@ -311,6 +311,17 @@ class AgentService:
             record, _, _ = await self._load(conn, principal, agent_id, "read")
         return record
 
+    async def run_scope(self, principal: Principal) -> tuple[list[str] | None, list[str]]:
+        """Whose runs, tasks and conversations a caller may list, through their agents: (the
+        agents it reaches, None for admins who reach all; the agents hidden from it by
+        markings it lacks, admins included)."""
+        visible = policy.visible_agents(principal)
+        held = visible.held_markings or ()
+        async with self.db.read(snapshot=True) as conn:
+            if visible.restricted:
+                return (await self._reach.get(conn, visible.principals, held)).ids, []
+            return None, await shares.marked_beyond(conn, held)
+
     async def runnable(self, principal: Principal, agent_id: str) -> repo.AgentRecord:
         async with self.db.read() as conn:
             record, _, _ = await self._load(conn, principal, agent_id, "run")

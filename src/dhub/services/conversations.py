@@ -18,7 +18,7 @@ from pydantic import MISSING
 
 from dhub.access.principal import Principal
 from dhub.domain.agent import ConversationVariable
-from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
+from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.services.runs import FINISHED, RunService
 from dhub.store import conversations as chats
@@ -56,11 +56,18 @@ class ConversationService:
         return ConversationView(conversation, [])
 
     async def get(self, who: Principal, conversation_id: str) -> ConversationView:
+        """A conversation is read by its user (admins too) while they may read its agent:
+        it belongs to both (DESIGN.md 2), so the agent's markings hide it as well."""
+        missing = NotFound(f"No conversation with id '{conversation_id}'.")
         async with self.db.read(snapshot=True) as conn:
             found = await chats.get_conversation(conn, conversation_id)
             if found is None or not (found.user_id == who.user_id or who.is_admin):
-                raise NotFound(f"No conversation with id '{conversation_id}'.")
+                raise missing
             messages = await chats.messages(conn, conversation_id)
+        try:
+            await self.runs.agents.readable(who, found.agent_id)
+        except NotFound:
+            raise missing from None
         return ConversationView(found, messages)
 
     async def say(self, who: Principal, conversation_id: str, body: Any) -> store.RunRecord:
@@ -71,6 +78,11 @@ class ConversationService:
                                            "required.", "missing")])  # fmt: skip
         view = await self.get(who, conversation_id)
         conversation = view.record
+        if conversation.user_id != who.user_id:  # an admin reading someone else's
+            raise Forbidden(
+                f"Conversation '{conversation_id}' is {conversation.user_id}'s: only they may "
+                "send it messages; start a conversation of your own."
+            )
         if conversation.turn_run_id is not None:
             async with self.db.read() as conn:
                 turn = await store.get_run(conn, conversation.turn_run_id)

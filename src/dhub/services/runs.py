@@ -216,14 +216,18 @@ class RunService:
         cursor: str | None,
     ) -> RunPage:
         """With ``agent_id``: that agent's runs (the caller may read it). Without: the runs the
-        caller started (admins: every run)."""
+        caller started (admins: every run), of agents it may still read."""
+        visible: list[str] | None = None
+        hidden: list[str] = []
         if agent_id is not None:
             await self.agents.readable(who, agent_id)
+        else:
+            visible, hidden = await self.agents.run_scope(who)
         mine = None if (agent_id is not None or who.is_admin) else who.user_id
         flt = store.RunFilter(agent_id=agent_id, status=status, user_id=mine)
         after = _decode(cursor) if cursor else None
         async with self.db.read() as conn:
-            found = await store.list_runs(conn, flt, None, after, limit + 1)
+            found = await store.list_runs(conn, flt, visible, after, limit + 1, hidden)
         more = len(found) > limit
         return RunPage(found[:limit], _encode(found[limit - 1].id) if more else None)
 
@@ -295,8 +299,9 @@ class TaskService:
         self.runs = runs
 
     async def mine(self, who: Principal) -> list[store.CommandRecord]:
+        visible, hidden = await self.runs.agents.run_scope(who)
         async with self.db.read() as conn:
-            return await store.open_tasks(conn, sorted(who.principal_ids))
+            return await store.open_tasks(conn, sorted(who.principal_ids), visible, hidden)
 
     async def _task(
         self, who: Principal, run_id: str, kind: str, match: Callable[[store.CommandRecord], bool]
@@ -308,8 +313,8 @@ class TaskService:
         if not found:
             raise NotFound(f"Run '{run_id}' is not waiting for that ({run.status}).")
         task = found[0]
-        allowed = set(task.assignees) if task.assignees else {run.user_id}
-        if not (allowed & who.principal_ids or who.is_admin):
+        allowed = {run.user_id, *task.assignees}  # DESIGN.md 2: admins are not among them
+        if not allowed & who.principal_ids:
             raise Forbidden(
                 f"Only {', '.join(sorted(allowed))} may answer this task of run '{run_id}'."
             )

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Integer,
     Select,
-    and_,
     bindparam,
     func,
     insert,
@@ -208,10 +208,11 @@ class RunFilter:
 
 
 @functools.lru_cache(maxsize=64)
-def _list_statement(equal: tuple[str, ...], restricted: bool, after: bool) -> Select[Any]:
+def _list_statement(
+    equal: tuple[str, ...], restricted: bool, hidden: bool, after: bool
+) -> Select[Any]:
     conds: list[ColumnElement[bool]] = [runs.c[name] == bindparam(name) for name in equal]
-    if restricted:
-        conds.append(runs.c.agent_id.in_(bindparam("visible", expanding=True)))
+    conds.extend(_agent_scope(restricted, hidden))
     if after:
         conds.append(runs.c.id < bindparam("after_id"))
     return (
@@ -222,27 +223,48 @@ def _list_statement(equal: tuple[str, ...], restricted: bool, after: bool) -> Se
     )
 
 
+def _agent_scope(restricted: bool, hidden: bool) -> list[ColumnElement[bool]]:
+    conds: list[ColumnElement[bool]] = []
+    if restricted:
+        conds.append(runs.c.agent_id.in_(bindparam("visible", expanding=True)))
+    if hidden:
+        conds.append(runs.c.agent_id.not_in(bindparam("hidden", expanding=True)))
+    return conds
+
+
+def _scope_values(visible: Sequence[str] | None, hidden: Sequence[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if visible is not None:
+        values["visible"] = list(visible)
+    if hidden:
+        values["hidden"] = list(hidden)
+    return values
+
+
 async def list_runs(
     conn: Conn,
     flt: RunFilter,
     visible_agent_ids: Sequence[str] | None,
     after_id: str | None,
     limit: int,
+    hidden_agent_ids: Sequence[str] = (),
 ) -> list[RunRecord]:
     """A page of runs, newest first (ids sort by creation time); ``after_id`` is the last id
     of the previous page (the API makes it an opaque cursor).
 
     Access is decided by the caller, not here: ``visible_agent_ids`` are the agents whose runs
     it may read (None: all, for admins and the platform's own jobs), e.g. the ids of its
-    sharing.Reach, so runs follow their agent's access without a second policy in SQL."""
+    sharing.Reach, and ``hidden_agent_ids`` those it may not whatever else (markings it lacks),
+    so runs follow their agent's access without a second policy in SQL."""
     equal = tuple(name for name in ("agent_id", "status", "user_id") if getattr(flt, name))
     values: dict[str, Any] = {name: getattr(flt, name) for name in equal}
     values["limit"] = limit
-    if visible_agent_ids is not None:
-        values["visible"] = list(visible_agent_ids)
+    values |= _scope_values(visible_agent_ids, hidden_agent_ids)
     if after_id is not None:
         values["after_id"] = after_id
-    stmt = _list_statement(equal, visible_agent_ids is not None, after_id is not None)
+    stmt = _list_statement(
+        equal, visible_agent_ids is not None, bool(hidden_agent_ids), after_id is not None
+    )
     return [RunRecord(*row) for row in await conn.execute(stmt, values)]
 
 
@@ -275,31 +297,39 @@ _assigned = (
     )
     .correlate(run_commands)
 )
-_OPEN_TASKS = (
-    select(*_COMMAND_COLUMNS)
-    .select_from(run_commands.join(runs, runs.c.id == run_commands.c.run_id))
-    .where(
-        run_commands.c.status == "pending",
-        run_commands.c.kind.in_(TASK_KINDS),
-        or_(
-            _assigned.where(
-                run_task_assignees.c.principal_id.in_(bindparam("principals", expanding=True))
-            ).exists(),
-            and_(
-                ~_assigned.exists(),
-                runs.c.user_id.in_(bindparam("principals", expanding=True)),
+
+
+@functools.lru_cache(maxsize=8)
+def _open_tasks_statement(restricted: bool, hidden: bool) -> Select[Any]:
+    mine: BindParameter[Any] = bindparam("principals", expanding=True)
+    return (
+        select(*_COMMAND_COLUMNS)
+        .select_from(run_commands.join(runs, runs.c.id == run_commands.c.run_id))
+        .where(
+            run_commands.c.status == "pending",
+            run_commands.c.kind.in_(TASK_KINDS),
+            or_(
+                runs.c.user_id.in_(mine),
+                _assigned.where(run_task_assignees.c.principal_id.in_(mine)).exists(),
             ),
-        ),
+            *_agent_scope(restricted, hidden),
+        )
+        .order_by(run_commands.c.created_at, run_commands.c.run_id, run_commands.c.command_id)
     )
-    .order_by(run_commands.c.created_at, run_commands.c.run_id, run_commands.c.command_id)
-)
 
 
-async def open_tasks(conn: Conn, principals: Sequence[str]) -> list[CommandRecord]:
-    """Pending human tasks (AwaitInput, AwaitConfirmation) for any of ``principals``: those
-    assigned to one of them, and unassigned ones of runs a principal started. Oldest first."""
-    rows = await conn.execute(_OPEN_TASKS, {"principals": list(principals)})
-    return [CommandRecord(*row) for row in rows]
+async def open_tasks(
+    conn: Conn,
+    principals: Sequence[str],
+    visible_agent_ids: Sequence[str] | None = None,
+    hidden_agent_ids: Sequence[str] = (),
+) -> list[CommandRecord]:
+    """Pending human tasks (AwaitInput, AwaitConfirmation) that any of ``principals`` may
+    answer: of runs one of them started, or assigned to one of them (DESIGN.md 2). Oldest
+    first. The agent scope is as in ``list_runs``: a task is seen only through its agent."""
+    values = {"principals": list(principals)} | _scope_values(visible_agent_ids, hidden_agent_ids)
+    stmt = _open_tasks_statement(visible_agent_ids is not None, bool(hidden_agent_ids))
+    return [CommandRecord(*row) for row in await conn.execute(stmt, values)]
 
 
 # -- leases -------------------------------------------------------------------------------------

@@ -95,6 +95,15 @@ async def reach_of(conn: Conn, principals: Sequence[str], held: Collection[str])
     return Reach(sorted(ids - hidden), grants)
 
 
+async def marked_beyond(conn: Conn, held: Collection[str]) -> list[str]:
+    """Resources carrying a marking outside ``held``: hidden from a caller holding ``held``,
+    admins included (DESIGN.md 2)."""
+    stmt = select(resource_markings.c.resource_id).distinct()
+    if held:
+        stmt = stmt.where(resource_markings.c.marking_id.not_in(list(held)))
+    return sorted(str(r[0]) for r in await conn.execute(stmt))
+
+
 class ReachCache:
     """What a caller can reach, remembered per access epoch.
 
