@@ -84,37 +84,29 @@ async def database(url: str) -> Database:
     return db
 
 
-async def start_runs(db: Database, runs: RunExecutor, count: int) -> list[str]:
-    ids = []
-    for _ in range(count):
-        at = now_ms()
-        record = store.RunRecord(
-            new_id("run"),
-            "agent.bench",
-            1,
-            "user.admin",
-            "queued",
-            None,
-            {},
-            None,
-            None,
-            {},
-            None,
-            None,
-            1,
-            0,
-            at,
-            None,
-            None,
-            at,
-            runs.owner,  # created held, as the run service does
-            runs.lease_until(at),
-        )
-        async with db.write() as conn:
-            await store.insert_run(conn, record, {})
-        runs.start(record, {"run_id": record.id})
-        ids.append(record.id)
-    return ids
+async def start_run(db: Database, runs: RunExecutor) -> str:
+    """Create a run and start it, as the run service does (created holding the lease)."""
+    at = now_ms()
+    record = store.RunRecord(
+        id=new_id("run"), agent_id="agent.bench", agent_version=1, user_id="user.admin",
+        status="queued", waiting=None, inputs={}, outputs=None, error=None, usage={},
+        conversation_id=None, idempotency_key=None, step_count=1, event_count=0,
+        created_at=at, started_at=None, finished_at=None, updated_at=at,
+        lease_owner=runs.owner, lease_expires_at=runs.lease_until(at),
+    )  # fmt: skip
+    async with db.write() as conn:
+        await store.insert_run(conn, record, {})
+    runs.start(record, {"run_id": record.id})
+    return record.id
+
+
+async def start_runs(
+    db: Database, runs: RunExecutor, count: int, concurrently: bool = False
+) -> list[str]:
+    """``count`` runs started one after the other, or all at once (as many clients would)."""
+    if concurrently:
+        return list(await asyncio.gather(*(start_run(db, runs) for _ in range(count))))
+    return [await start_run(db, runs) for _ in range(count)]
 
 
 def executor(db: Database, graph: CompiledGraph, seconds: float) -> RunExecutor:
@@ -160,8 +152,9 @@ def langgraph_per_step(saver: Any, steps: int, runs_count: int) -> float:
 async def concurrent(url: str, count: int) -> float:
     db = await database(url)
     runs = executor(db, compile_document(chain(10)), 0.01)
+    gc.freeze()  # as the server does once started (api/app.py)
     started = time.perf_counter()
-    ids = await start_runs(db, runs, count)
+    ids = await start_runs(db, runs, count, concurrently=True)
     await asyncio.gather(*(runs.wait(run_id) for run_id in ids))
     elapsed = time.perf_counter() - started
     await runs.close()
@@ -185,6 +178,7 @@ async def langgraph_concurrent(saver: Any, count: int) -> float:
     for a, b in zip([START, *names], [*names, END], strict=False):
         graph.add_edge(a, b)
     app = graph.compile(checkpointer=saver)
+    gc.freeze()  # the same treatment as dhub's server
     started = time.perf_counter()
     await asyncio.gather(
         *(app.ainvoke({"v": 0}, {"configurable": {"thread_id": f"c{i}"}}) for i in range(count))
@@ -209,6 +203,14 @@ async def until_waiting(db: Database, count: int) -> None:
             return
         await asyncio.sleep(0.05)
     raise RuntimeError("the runs never all waited")
+
+
+async def langgraph_postgres_concurrent(count: int) -> float:
+    from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+    async with AsyncPostgresSaver.from_conn_string(PG_BENCH) as saver:
+        await saver.setup()
+        return await langgraph_concurrent(saver, count)
 
 
 async def waiting_memory(url: str, count: int) -> tuple[float, int]:
@@ -300,8 +302,11 @@ def main() -> None:
     with PostgresSaver.from_conn_string(PG_BENCH) as pg_saver:
         pg_saver.setup()
         rows["langgraph_postgres_ms_per_step"] = langgraph_per_step(pg_saver, 20, 20) * 1e3
+    for count in (200, 1000):
+        fresh_pg()
+        rows[f"dhub_postgres_{count}_concurrent_s"] = asyncio.run(concurrent(PG_BENCH, count))
     fresh_pg()
-    rows["dhub_postgres_1000_concurrent_s"] = asyncio.run(concurrent(PG_BENCH, 1000))
+    rows["langgraph_postgres_200_concurrent_s"] = asyncio.run(langgraph_postgres_concurrent(200))
     for key, value in rows.items():
         print(f"{key:40} {value:12.3f}")
     print("ideal wall time of a 10-step chain of 10 ms steps: 0.100 s")
