@@ -79,3 +79,33 @@ def test_an_event_agent_has_no_conversations(client: TestClient) -> None:
     doc = {**ECHO, "name": "evented", "input_mode": "event"}
     agent = ok(client.post(f"{API}/agents", json=doc), 201)["id"]
     assert client.post(f"{API}/agents/{agent}/conversations").status_code == 422
+
+
+def test_messages_sent_at_once_start_one_turn_at_a_time(client: TestClient) -> None:
+    """Whatever the interleaving, every accepted message is a whole turn: the count of turns
+    equals the accepted messages, and the log alternates user, assistant. The others get 409."""
+    import threading
+
+    agent = ok(client.post(f"{API}/agents", json=ECHO), 201)["id"]
+    chat = ok(client.post(f"{API}/agents/{agent}/conversations"), 201)
+    say = f"{API}/conversations/{chat['id']}/messages"
+    gate = threading.Barrier(5)
+    answers: list[Any] = []
+
+    def send(i: int) -> None:
+        gate.wait()
+        answers.append(client.post(say, json={"content": f"m{i}"}))
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    accepted = [r.json()["id"] for r in answers if r.status_code == 202]
+    assert {r.status_code for r in answers} <= {202, 409} and accepted
+    for run_id in accepted:
+        assert finished(client, run_id)["status"] == "succeeded"
+    seen = ok(client.get(f"{API}/conversations/{chat['id']}"))
+    assert seen["variables"] == {"turns": len(accepted)}
+    roles = [m["role"] for m in seen["messages"]]
+    assert roles == ["user", "assistant"] * len(accepted)

@@ -93,5 +93,5 @@ class ConversationService:
                 )
         return await self.runs.launch(
             who, conversation.agent_id, {}, None, None, {"message": content},
-            (conversation.id, dict(conversation.variables)),
+            (conversation.id, dict(conversation.variables), conversation.turn_run_id),
         )  # fmt: skip

@@ -150,10 +150,11 @@ class RunService:
         version: int | None,
         key: str | None,
         sys_extra: dict[str, Any],
-        chat: tuple[str, dict[str, Any]] | None = None,
+        chat: tuple[str, dict[str, Any], str | None] | None = None,
     ) -> store.RunRecord:
-        """Check and create a run, then start it; ``chat``: the conversation (id, variables)
-        whose turn this run is."""
+        """Check and create a run, then start it; ``chat``: the conversation (id, variables,
+        and the turn that was its latest when the caller checked it had ended) whose turn
+        this run is."""
         record, document = await self.agents.for_run(who, agent_id, version)
         version = version or record.version
         if orjson.loads(document).get("mode") != "workflow":
@@ -186,10 +187,15 @@ class RunService:
         async with self.db.write() as conn:
             await store.insert_run(conn, run, {})
             if chat is not None:
+                # The turn is taken in this transaction, if still the one the caller saw:
+                # two messages sent at once cannot both start a turn.
+                if not await chats.take_turn(conn, chat[0], run.id, chat[2]):
+                    raise Conflict(
+                        f"Conversation '{chat[0]}' is already answering another message; "
+                        "send this one when that turn is done."
+                    )
                 message = str(sys_extra.get("message", ""))
-                await chats.add_message(
-                    conn, chat[0], "user", message, run.id, at, turn_run_id=run.id
-                )
+                await chats.add_message(conn, chat[0], "user", message, run.id, at)
         context = {"run_id": run.id, "agent_id": agent_id, "user_id": who.user_id, **sys_extra}
         if chat is not None:
             context["conversation_id"] = chat[0]

@@ -66,6 +66,20 @@ async def messages(conn: Conn, conversation_id: str) -> list[MessageRecord]:
     return [MessageRecord(*row) for row in rows]
 
 
+async def take_turn(conn: Conn, conversation_id: str, run_id: str, after: str | None) -> bool:
+    """Make ``run_id`` the conversation's turn if its turn is still ``after`` (the one the
+    caller saw ended); False when another turn took it meanwhile."""
+    stmt = (
+        update(conversations)
+        .where(
+            conversations.c.id == conversation_id,
+            conversations.c.turn_run_id.is_not_distinct_from(after),
+        )
+        .values(turn_run_id=run_id)
+    )
+    return (await conn.execute(stmt)).rowcount == 1
+
+
 async def add_message(
     conn: Conn,
     conversation_id: str,
