@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,10 +16,12 @@ import typer
 import yaml
 
 from dhub.client import (
+    Agent,
     Client,
     DhubAPIError,
     DhubClientError,
     FieldError,
+    NotFound,
     ServerUnreachable,
     Unauthenticated,
 )
@@ -49,6 +51,25 @@ def client_from(ctx: typer.Context) -> Client:
     return obj.client
 
 
+def resolve_agent(api: Client, ref: str) -> Agent:
+    """The agent ``ref`` stands for: its id (``agent.…``), else its name. A name used in
+    several folders is ambiguous, and says which ids to choose from."""
+    if ref.startswith("agent."):
+        with suppress(NotFound):  # not an id after all: a name may start like one
+            return api.get_agent(ref)
+    # `q` is a substring search over name, alias and description: keep exact names only.
+    named = [a for a in api.iter_agents(q=ref) if a.get("name") == ref]
+    if len(named) == 1:
+        return named[0]
+    if not named:
+        raise DhubClientError(
+            f"No agent named or with id '{ref}' that you can see; `dhub agents list` shows "
+            "the ones you can."
+        )
+    where = ", ".join(f"{a['id']} (folder {a.get('folder_id') or '-'})" for a in named)
+    raise DhubClientError(f"{len(named)} agents are named '{ref}': {where}; give its id.")
+
+
 class DocumentError(Exception):
     """The --file argument could not be read as one agent document."""
 
@@ -61,12 +82,17 @@ def reporting_errors() -> Iterator[None]:
         yield
     except DocumentError as exc:
         _fail([f"Error: {exc}"], status=2)
-    except DhubAPIError as exc:
-        _fail(_api_error_lines(exc))
-    except ServerUnreachable as exc:
-        _fail([f"Error: {exc}", "Is `dhub serve` running? Set DHUB_URL or --url to point at it."])
     except DhubClientError as exc:
-        _fail([f"Error: {exc}"])
+        _fail(error_lines(exc))
+
+
+def error_lines(exc: DhubClientError) -> list[str]:
+    """What to tell a person about a client error: the message, and what to do about it."""
+    if isinstance(exc, DhubAPIError):
+        return _api_error_lines(exc)
+    if isinstance(exc, ServerUnreachable):
+        return [f"Error: {exc}", "Is `dhub serve` running? Set DHUB_URL or --url to point at it."]
+    return [f"Error: {exc}"]
 
 
 def _api_error_lines(exc: DhubAPIError) -> list[str]:

@@ -116,13 +116,17 @@ class TerminalHuman:
         self._who = _user()
 
     async def ask(self, request: AwaitInput, problem: str | None = None) -> Answer:
-        values = await _in_thread(lambda: self._fill(request, problem))
+        values = await _in_thread(lambda: self.fill(request, problem))
         return Answer(values, responded_by=self._who)
 
     async def confirm(self, request: AwaitConfirmation) -> Decision:
-        return await _in_thread(lambda: self._decide(request))
+        return await _in_thread(lambda: self.decide(request))
 
-    def _fill(self, request: AwaitInput, problem: str | None) -> dict[str, Any]:
+    # fill and decide block on the terminal: a caller with no event loop (`dhub chat`) asks
+    # on its own thread, so Ctrl-C interrupts the question and no stray thread reads on.
+
+    def fill(self, request: AwaitInput, problem: str | None = None) -> dict[str, Any]:
+        """The form's values, asked field by field (PortError when stdin ends)."""
         with self._terminal:
             return self._fields(request, problem)
 
@@ -156,7 +160,8 @@ class TerminalHuman:
             except ValueError as exc:
                 self._view.note(f"  {exc}", "yellow")
 
-    def _decide(self, request: AwaitConfirmation) -> Decision:
+    def decide(self, request: AwaitConfirmation) -> Decision:
+        """Approve or reject the actor call (PortError when stdin ends)."""
         with self._terminal:
             return self._decision(request)
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from dhub.cli import agents, groups, markings, run, runs, tasks, tokens, users
+from dhub.cli import agents, chat, groups, markings, run, runs, tasks, tokens, users
 from dhub.cli._common import Connection
 from dhub.cli.audit import audit
 
@@ -22,6 +22,7 @@ app.add_typer(tasks.app, name="tasks")
 app.command()(users.me)
 app.command()(audit)
 app.command("run")(run.run_file)
+app.command("chat")(chat.chat)
 
 
 @app.callback()

@@ -165,7 +165,7 @@ def cancel(ctx: typer.Context, run_id: RunId) -> None:
     typer.echo(f"{run.status} {run.id}")
 
 
-# -- shared with `dhub tasks` ------------------------------------------------------------------
+# -- shared with `dhub tasks` and `dhub chat` --------------------------------------------------
 
 
 def read_values(pairs: list[str], json_file: Path | None, texts: set[str]) -> dict[str, Any]:
@@ -213,13 +213,13 @@ def _follow(api: Client, run_id: str, view: LiveView | None, timeout: float | No
     to wait for a person says so on stderr, with the command that answers it."""
     for event in api.stream_run_events(run_id, timeout=timeout):
         if view is not None:
-            view.show(_trace(event))
+            view.show(trace_of(event))
         if event.type == "node.waiting":
-            _hint_waiting(run_id, event)
+            hint_waiting(run_id, event)
     return api.get_run(run_id)
 
 
-def _trace(event: RunEvent) -> dict[str, Any]:
+def trace_of(event: RunEvent) -> dict[str, Any]:
     """The event as the engine produced it, which is what LiveView draws."""
     head: dict[str, Any] = {"type": event.type, "time": event.created_at / 1000}
     if event.node_id is not None:
@@ -227,7 +227,7 @@ def _trace(event: RunEvent) -> dict[str, Any]:
     return {**head, **event.data}
 
 
-def _hint_waiting(run_id: str, event: RunEvent) -> None:
+def hint_waiting(run_id: str, event: RunEvent) -> None:
     waiting_for = event.data.get("waiting_for")
     node = event.node_id or "?"
     if waiting_for == "input":
@@ -244,12 +244,17 @@ def report(run: Run) -> None:
     if run.status == "succeeded":
         echo_json(run.outputs or {})
         return
-    error = run.error or {}
+    _stop(failure_line(run))
+
+
+def failure_line(run: Run) -> str:
+    """Why a finished run did not succeed, in one line."""
     if run.status == "cancelled":
-        _stop(f"Error: run {run.id} was cancelled.")
+        return f"Error: run {run.id} was cancelled."
+    error = run.error or {}
     where = f"node '{error['node_id']}' failed" if error.get("node_id") else "the run failed"
     kind = f" ({error['kind']})" if error.get("kind") else ""
-    _stop(f"Error: {where}{kind}: {error.get('message') or run.status}")
+    return f"Error: {where}{kind}: {error.get('message') or run.status}"
 
 
 def _stop(line: str) -> NoReturn:

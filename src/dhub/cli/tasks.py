@@ -3,7 +3,6 @@ confirmations waiting for you, and answering them."""
 
 from __future__ import annotations
 
-import asyncio
 import sys
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -16,7 +15,7 @@ from dhub.cli._live import LiveView, TerminalHuman
 from dhub.cli.runs import read_values
 from dhub.client import Client
 from dhub.client._models import Task
-from dhub.engine.state import AwaitInput
+from dhub.engine.state import AwaitConfirmation, AwaitInput
 from dhub.runtime.ports import PortError
 
 app = typer.Typer(help="Answer the forms and confirmations runs wait for.", no_args_is_help=True)
@@ -110,7 +109,15 @@ def _text_fields(task: Task | None) -> set[str]:
 def _ask(run_id: str, node_id: str, task: Task | None) -> dict[str, Any]:
     if task is None:
         _stop(f"Error: run {run_id} is not waiting for your input at '{node_id}'.")
-    request = AwaitInput(
+    try:
+        return TerminalHuman(LiveView(Console(stderr=True))).fill(input_request(task))
+    except PortError as exc:
+        _stop(f"Error: {exc}")
+
+
+def input_request(task: Task) -> AwaitInput:
+    """An ``await_input`` task as the form TerminalHuman asks."""
+    return AwaitInput(
         command_id=task.command_id,
         node_id=task.node_id,
         prompt=str(task.request.get("prompt") or ""),
@@ -119,11 +126,17 @@ def _ask(run_id: str, node_id: str, task: Task | None) -> dict[str, Any]:
         timeout_at=task.due_at,
         frame=task.frame,
     )
-    try:
-        answer = asyncio.run(TerminalHuman(LiveView(Console(stderr=True))).ask(request))
-    except PortError as exc:
-        _stop(f"Error: {exc}")
-    return dict(answer.values)
+
+
+def confirmation_request(task: Task) -> AwaitConfirmation:
+    """An ``await_confirmation`` task as the question TerminalHuman asks."""
+    return AwaitConfirmation(
+        command_id=task.command_id,
+        node_id=task.node_id,
+        actor=str(task.request.get("actor") or ""),
+        arguments=dict(task.request.get("arguments") or {}),
+        frame=task.frame,
+    )
 
 
 @app.command()

@@ -13,6 +13,7 @@ underscore modules behind it may change without notice.
 
 from dhub.client._client import Client
 from dhub.client._config import DEFAULT_URL
+from dhub.client._conversations import TurnStream
 from dhub.client._exceptions import (
     ConfigurationError,
     Conflict,
@@ -33,9 +34,11 @@ from dhub.client._models import (
     ApplyResult,
     AuditEntry,
     AuditPage,
+    Conversation,
     Grant,
     Group,
     Marking,
+    Message,
     Run,
     RunEvent,
     RunPage,
@@ -43,6 +46,7 @@ from dhub.client._models import (
     ShareScope,
     Task,
     Token,
+    Turn,
     User,
     ValidationResult,
 )
@@ -59,6 +63,7 @@ __all__ = [
     "Client",
     "ConfigurationError",
     "Conflict",
+    "Conversation",
     "DhubAPIError",
     "DhubClientError",
     "FieldError",
@@ -67,6 +72,7 @@ __all__ = [
     "Group",
     "InvalidInput",
     "Marking",
+    "Message",
     "NotFound",
     "Run",
     "RunEvent",
@@ -76,6 +82,8 @@ __all__ = [
     "ShareScope",
     "Task",
     "Token",
+    "Turn",
+    "TurnStream",
     "Unauthenticated",
     "User",
     "ValidationResult",

@@ -1,6 +1,6 @@
 """The synchronous dhub client: one method per agent endpoint, plus ``apply_agent``; the
 identity and sharing methods come from ``AccessMixin`` (_access.py), the run and task methods
-from ``RunsMixin`` (_runs.py)."""
+from ``RunsMixin`` (_runs.py), chat from ``ConversationsMixin`` (_conversations.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import httpx
 from dhub.client._access import AccessMixin
 from dhub.client._apply import replacement_patch, strip_read_only
 from dhub.client._config import resolve_token, resolve_url
+from dhub.client._conversations import ConversationsMixin
 from dhub.client._exceptions import (
     DhubClientError,
     FieldError,
@@ -32,7 +33,7 @@ Mode = Literal["react", "workflow"]
 InputMode = Literal["chat", "event"]
 
 
-class Client(AccessMixin, RunsMixin):
+class Client(AccessMixin, RunsMixin, ConversationsMixin):
     """A client for one dhub server and one API token.
 
     ``transport`` replaces the network (e.g. ``httpx.MockTransport``); ``http`` replaces the whole

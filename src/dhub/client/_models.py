@@ -164,3 +164,73 @@ class Task:
 
 
 _TASK_FIELDS = tuple(Task.__dataclass_fields__)
+
+
+# Conversations with chat agents. A turn is a run, so a finished turn carries its Run.
+
+
+@dataclass(frozen=True)
+class Message:
+    """One message of a conversation: ``role`` is ``user`` or ``assistant``; ``run_id`` is
+    the turn (run) it belongs to. ``seq`` counts from 1 in the conversation."""
+
+    seq: int
+    role: str
+    content: str
+    run_id: str | None
+    created_at: int
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Message:
+        return cls(
+            seq=int(raw["seq"]),
+            role=str(raw["role"]),
+            content=str(raw["content"]),
+            run_id=raw.get("run_id"),
+            created_at=int(raw["created_at"]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A conversation with a chat agent: its messages, oldest first, and the agent's
+    ``conversations`` variables as the last finished turn left them."""
+
+    id: str
+    agent_id: str
+    user_id: str
+    variables: dict[str, Any]
+    messages: list[Message]
+    created_at: int
+    updated_at: int
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Conversation:
+        return cls(
+            id=str(raw["id"]),
+            agent_id=str(raw["agent_id"]),
+            user_id=str(raw["user_id"]),
+            variables=dict(raw.get("variables") or {}),
+            messages=[Message.from_json(m) for m in raw.get("messages") or []],
+            created_at=int(raw["created_at"]),
+            updated_at=int(raw["updated_at"]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A finished turn: the run that answered a message, and the reply it added to the
+    conversation (None unless the run succeeded; ``run.error`` says why it did not)."""
+
+    run: Run
+    reply: str | None
+
+    @property
+    def run_id(self) -> str:
+        return self.run.id
