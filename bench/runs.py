@@ -20,12 +20,13 @@ import asyncio
 import gc
 import itertools
 import json
+import operator
 import sqlite3
 import tempfile
 import time
 import tracemalloc
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import psycopg
 
@@ -41,6 +42,7 @@ from dhub.store.db import Database
 RESULTS = Path(__file__).parent / "results"
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/test"
 PG_BENCH = "postgresql://postgres@127.0.0.1:5432/dhub_bench"
+SHAPES = ("chain", "fan", "loop")
 
 
 class Wait:
@@ -117,36 +119,81 @@ def executor(db: Database, graph: CompiledGraph, seconds: float) -> RunExecutor:
     return RunExecutor(db, graphs, lambda _: port, NoModel(), RealClock(), "bench", 60)
 
 
-async def dhub_per_step(url: str, steps: int, runs_count: int) -> float:
+def _code(node_id: str) -> dict[str, Any]:
+    config = {"source": "def main():\n    return {'v': 1}\n", "outputs": {"v": "number"}}
+    return {"id": node_id, "type": "code", "config": config}
+
+
+def shape(kind: str, n: int) -> dict[str, Any]:
+    """The engine benchmark's shapes with code nodes (each call's result is a saved step):
+    a chain of n, n branches from the start joined at the end, a loop of n iterations."""
+    if kind == "chain":
+        return chain(n)
+    doc = chain(0)
+    if kind == "fan":
+        ids = [f"b{i}" for i in range(n)]
+        doc["nodes"][1:1] = [_code(i) for i in ids]
+        doc["edges"] = [{"source": "start", "target": i} for i in ids] + [
+            {"source": i, "target": "end"} for i in ids
+        ]
+        return doc
+    loop = {"id": "loop", "type": "loop", "config": {
+        "mode": "count", "count": n, "max_iterations": n, "body_node_ids": ["body"]}}  # fmt: skip
+    doc["nodes"][1:1] = [loop, _code("body")]
+    doc["edges"] = [{"source": "start", "target": "loop"}, {"source": "loop", "target": "end"}]
+    return doc
+
+
+async def dhub_per_node(url: str, kind: str, n: int, runs_count: int) -> float:
+    """Seconds per node of runs of ``shape(kind, n)``, one after the other, every step saved."""
     db = await database(url)
-    runs = executor(db, compile_document(chain(steps)), 0)
+    runs = executor(db, compile_document(shape(kind, n)), 0)
     started = time.perf_counter()
-    for run_id in await start_runs(db, runs, runs_count):
-        await runs.wait(run_id)
+    for _ in range(runs_count):
+        result = await runs.wait(await start_run(db, runs))
+        assert result is not None and result.status == "succeeded", result
     elapsed = time.perf_counter() - started
     await runs.close()
     await db.dispose()
-    return elapsed / (runs_count * (steps + 1))  # +1: the first step (start, first call)
+    return elapsed / (runs_count * n)
 
 
 class _State(TypedDict):
-    v: int
+    v: Annotated[int, operator.add]
 
 
-def langgraph_per_step(saver: Any, steps: int, runs_count: int) -> float:
+def _lg_app(kind: str, n: int, saver: Any) -> Any:
     from langgraph.graph import END, START, StateGraph
 
     graph = StateGraph(_State)
-    names = [f"n{i}" for i in range(steps)]
-    for name in names:
-        graph.add_node(name, lambda s: {"v": s["v"] + 1})
-    for a, b in zip([START, *names], [*names, END], strict=False):
-        graph.add_edge(a, b)
-    app = graph.compile(checkpointer=saver)
+    if kind == "chain":
+        names = [f"n{i}" for i in range(n)]
+        for name in names:
+            graph.add_node(name, lambda s: {"v": 1})
+        for a, b in itertools.pairwise([START, *names, END]):
+            graph.add_edge(a, b)
+    elif kind == "fan":
+        graph.add_node("join", lambda s: {"v": 0})
+        for i in range(n):
+            graph.add_node(f"b{i}", lambda s: {"v": 1})
+            graph.add_edge(START, f"b{i}")
+        graph.add_edge([f"b{i}" for i in range(n)], "join")
+        graph.add_edge("join", END)
+    else:
+        graph.add_node("body", lambda s: {"v": 1})
+        graph.add_edge(START, "body")
+        graph.add_conditional_edges("body", lambda s: "body" if s["v"] < n else END)
+    return graph.compile(checkpointer=saver)
+
+
+def langgraph_per_node(saver: Any, kind: str, n: int, runs_count: int) -> float:
+    """The peer: the same shape in LangGraph with ``saver`` (a checkpoint per superstep)."""
+    app = _lg_app(kind, n, saver)
     started = time.perf_counter()
     for i in range(runs_count):
-        app.invoke({"v": 0}, {"configurable": {"thread_id": f"t{i}"}, "recursion_limit": steps + 5})
-    return (time.perf_counter() - started) / (runs_count * steps)
+        config = {"configurable": {"thread_id": f"{kind}{i}"}, "recursion_limit": n + 10}
+        assert app.invoke({"v": 0}, config)["v"] == n
+    return (time.perf_counter() - started) / (runs_count * n)
 
 
 async def concurrent(url: str, count: int) -> float:
@@ -160,6 +207,23 @@ async def concurrent(url: str, count: int) -> float:
     await runs.close()
     await db.dispose()
     return elapsed
+
+
+async def in_memory_concurrent(count: int) -> float:
+    """The floor under ``concurrent``: the same runs through the executor with nothing saved
+    (what the engine, the executor and asyncio cost by themselves)."""
+    from dhub.runtime.durable import ServerPeople
+    from dhub.runtime.executor import run_workflow
+
+    graph, port = compile_document(chain(10)), Wait(0.01)
+    gc.freeze()
+    started = time.perf_counter()
+    await asyncio.gather(*(
+        run_workflow(graph, {}, functions=port, model=NoModel(), clock=RealClock(),
+                     human=ServerPeople())
+        for _ in range(count)
+    ))  # fmt: skip
+    return time.perf_counter() - started
 
 
 async def langgraph_concurrent(saver: Any, count: int) -> float:
@@ -274,17 +338,21 @@ def fresh_pg() -> None:
 def main() -> None:
     rows: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        sqlite_url = f"sqlite:///{tmp}/bench.db"
-        rows["dhub_sqlite_ms_per_step"] = asyncio.run(dhub_per_step(sqlite_url, 20, 20)) * 1e3
+        for kind in SHAPES:
+            ms = asyncio.run(dhub_per_node(f"sqlite:///{tmp}/{kind}.db", kind, 20, 20)) * 1e3
+            rows[f"dhub_sqlite_{kind}_ms_per_node"] = ms
         from langgraph.checkpoint.sqlite import SqliteSaver
 
         saver = SqliteSaver(sqlite3.connect(f"{tmp}/lg.db", check_same_thread=False))
-        rows["langgraph_sqlite_ms_per_step"] = langgraph_per_step(saver, 20, 20) * 1e3
+        for kind in SHAPES:
+            ms = langgraph_per_node(saver, kind, 20, 20) * 1e3
+            rows[f"langgraph_sqlite_{kind}_ms_per_node"] = ms
         from langgraph.checkpoint.memory import InMemorySaver
 
         for count in (200, 1000):
             url = f"sqlite:///{tmp}/c{count}.db"
             rows[f"dhub_sqlite_{count}_concurrent_s"] = asyncio.run(concurrent(url, count))
+            rows[f"dhub_unsaved_{count}_concurrent_s"] = asyncio.run(in_memory_concurrent(count))
             rows[f"langgraph_sqlite_{count}_concurrent_s"] = asyncio.run(
                 langgraph_sqlite_concurrent(f"{tmp}/lgc{count}.db", count)
             )
@@ -296,12 +364,17 @@ def main() -> None:
         rows["dhub_waiting_runs_in_memory"] = in_memory
         rows["langgraph_memory_bytes_per_paused_run"] = asyncio.run(langgraph_waiting_memory(1000))
     fresh_pg()
-    rows["dhub_postgres_ms_per_step"] = asyncio.run(dhub_per_step(PG_BENCH, 20, 20)) * 1e3
+    for kind in SHAPES:
+        fresh_pg()
+        ms = asyncio.run(dhub_per_node(PG_BENCH, kind, 20, 20)) * 1e3
+        rows[f"dhub_postgres_{kind}_ms_per_node"] = ms
     from langgraph.checkpoint.postgres import PostgresSaver
 
     with PostgresSaver.from_conn_string(PG_BENCH) as pg_saver:
         pg_saver.setup()
-        rows["langgraph_postgres_ms_per_step"] = langgraph_per_step(pg_saver, 20, 20) * 1e3
+        for kind in SHAPES:
+            ms = langgraph_per_node(pg_saver, kind, 20, 20) * 1e3
+            rows[f"langgraph_postgres_{kind}_ms_per_node"] = ms
     for count in (200, 1000):
         fresh_pg()
         rows[f"dhub_postgres_{count}_concurrent_s"] = asyncio.run(concurrent(PG_BENCH, count))

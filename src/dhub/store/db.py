@@ -31,7 +31,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.sql.base import Executable
 
 from dhub.store import json_codec
-from dhub.store.inline import InlineConnection, InlineReader, InlineWriter, Rows
+from dhub.store.bulk import Plan, PostgresBulk, SqliteBulk
+from dhub.store.inline import InlineConnection, InlineReader, Rows
 
 T = TypeVar("T")
 
@@ -61,21 +62,20 @@ class Conn:
     """A connection inside one transaction, whichever engine it came from. ``execute`` returns
     the statement's rows, fully fetched (our statements return small results)."""
 
-    __slots__ = ("_async", "_inline", "_raw", "_sync", "_writer", "writing")
+    __slots__ = ("_async", "_bulk", "_inline", "_sync", "writing")
 
     def __init__(
         self,
         async_conn: AsyncConnection | None = None,
         inline: InlineConnection | None = None,
         sync_conn: Connection | None = None,
-        writer: InlineWriter | None = None,
+        bulk: SqliteBulk | PostgresBulk | None = None,
         writing: bool = False,
     ) -> None:
         self._async = async_conn
         self._inline = inline
         self._sync = sync_conn
-        self._writer = writer
-        self._raw: Any = None  # the stdlib connection under _sync, looked up when needed
+        self._bulk = bulk
         self.writing = writing  # inside Database.write(): repositories may lock rows
 
     async def execute(
@@ -95,14 +95,22 @@ class Conn:
             return Rows(result.all())
         return Rows((), result.rowcount)
 
-    async def execute_many(self, statement: Executable, rows: Sequence[Mapping[str, Any]]) -> int:
-        """A constant INSERT or UPDATE (built once, at module level) run for each of ``rows``;
-        how many rows it changed in all. On SQLite it skips SQLAlchemy's per-row work."""
-        if self._writer is not None and self._sync is not None:
-            if self._raw is None:
-                self._raw = self._sync.connection.dbapi_connection
-            return self._writer.execute_many(self._raw, statement, rows)
-        return (await self.execute(statement, rows)).rowcount
+    async def execute_plan(self, plan: Plan) -> list[int]:
+        """Constant INSERTs and UPDATEs (built once, at module level), each for its rows, in
+        order, by the driver itself (store/bulk.py); how many rows each changed. Only inside
+        ``Database.write()``."""
+        work = [(statement, rows) for statement, rows in plan if rows]
+        if isinstance(self._bulk, SqliteBulk) and self._sync is not None:
+            raw = self._sync.connection.dbapi_connection
+            assert raw is not None
+            done = self._bulk.run(raw, work)  # type: ignore[arg-type]
+        elif isinstance(self._bulk, PostgresBulk) and self._async is not None:
+            driver = (await self._async.get_raw_connection()).driver_connection
+            done = await self._bulk.run(driver, work)  # type: ignore[arg-type]
+        else:
+            raise RuntimeError("execute_plan runs inside Database.write() only")
+        counts = iter(done)
+        return [next(counts) if rows else 0 for _, rows in plan]  # as many as given
 
 
 class Database:
@@ -124,6 +132,7 @@ class Database:
             self._async = create_async_engine(
                 self.url, pool_size=10, max_overflow=20, pool_pre_ping=True, **_JSON
             )
+            self._bulk = PostgresBulk()
 
     def _sqlite_path(self) -> str:
         return make_url(self.url).database or ":memory:"
@@ -155,11 +164,11 @@ class Database:
         """One write transaction: committed when the block ends, rolled back if it raises."""
         if self._writer is not None:
             async with self._writer.transaction() as conn:
-                yield Conn(sync_conn=conn, writer=self._writer.inline, writing=True)
+                yield Conn(sync_conn=conn, bulk=self._writer.bulk, writing=True)
             return
         assert self._async is not None
         async with self._async.connect() as aconn, aconn.begin():
-            yield Conn(async_conn=aconn, writing=True)
+            yield Conn(async_conn=aconn, bulk=self._bulk, writing=True)
 
     async def run_sync(self, work: Callable[[Connection], T]) -> T:
         """Run ``work`` on a synchronous connection in a write transaction of its own (Alembic),
@@ -209,7 +218,7 @@ class _SqliteWriter:
         self._engine = engine
         self._conn: Connection | None = None
         self._lock: asyncio.Lock | None = None
-        self.inline = InlineWriter()
+        self.bulk = SqliteBulk()
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[Connection]:

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.sql import CompoundSelect, Insert, Select, Update
+from sqlalchemy.sql import CompoundSelect, Select
 from sqlalchemy.sql.base import Executable
 
 from dhub.store import json_codec
@@ -166,66 +165,3 @@ def _process(row: tuple[Any, ...], processors: tuple[tuple[int, _Processor], ...
     for i, processor in processors:
         out[i] = processor(out[i])
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class _Write:
-    sql: str
-    names: tuple[str, ...]  # bind parameter names, in placeholder order
-    defaults: Mapping[str, Any]  # values fixed in the statement itself
-    binders: Mapping[str, _Processor]  # name -> converter to the driver's value (JSON, bool)
-    plan: tuple[tuple[str, _Processor | None], ...] = ()  # (name, binder), in order
-
-    def row(self, params: Mapping[str, Any]) -> list[Any]:
-        values = {**self.defaults, **params} if self.defaults else params
-        return [
-            value if binder is None else binder(value)
-            for name, binder in self.plan
-            for value in (values[name],)
-        ]
-
-
-class InlineWriter:
-    """Constant INSERT and UPDATE statements of a hot path (a durable step's rows), run on a
-    SQLite write connection's stdlib driver directly. SQLAlchemy's per-row parameter handling
-    cost several times the statement itself (bench/runs.py); values still go through the
-    columns' own bind processors, so what is stored is what SQLAlchemy would store."""
-
-    def __init__(self) -> None:
-        self._dialect = SQLiteDialect_pysqlite(
-            paramstyle="qmark", json_serializer=json_codec.dumps, json_deserializer=json_codec.loads
-        )
-        self._compiled: dict[Executable, _Write] = {}
-
-    def execute_many(
-        self, conn: sqlite3.Connection, statement: Executable, rows: Sequence[Mapping[str, Any]]
-    ) -> int:
-        """Run ``statement`` once per row; how many rows it changed in all."""
-        found = self._compiled.get(statement)
-        if found is None:
-            if len(self._compiled) >= _MAX_COMPILED:
-                self._compiled.clear()
-            found = self._compiled[statement] = self._compile(statement)
-        try:
-            if len(rows) == 1:
-                return conn.execute(found.sql, found.row(rows[0])).rowcount
-            return conn.executemany(found.sql, [found.row(r) for r in rows]).rowcount
-        except sqlite3.Error as exc:  # as SQLAlchemy raises it: callers catch IntegrityError
-            raise DBAPIError.instance(found.sql, None, exc, sqlite3.Error) from exc
-
-    def _compile(self, statement: Executable) -> _Write:
-        if not isinstance(statement, Insert | Update):
-            raise TypeError("inline writes run INSERT and UPDATE statements only")
-        compiled = statement.compile(dialect=self._dialect)
-        binds = compiled.binds
-        if any(b.expanding for b in binds.values()):
-            raise TypeError("inline writes take no IN (...) parameters")
-        defaults = {n: b.value for n, b in binds.items() if not b.required and b.callable is None}
-        binders = {
-            n: processor
-            for n, b in binds.items()
-            if (processor := b.type.dialect_impl(self._dialect).bind_processor(self._dialect))
-        }
-        names = tuple(compiled.positiontup or ())
-        plan = tuple((name, binders.get(name)) for name in names)
-        return _Write(compiled.string, names, defaults, binders, plan)

@@ -68,7 +68,7 @@ async def insert_run(
     the events and commands of that step); the seqs given to ``events``. The record's step and
     event counts are ignored: step 0 is the first step, its events are numbered from 1."""
     values = dataclasses.asdict(record) | {"step_count": 1, "event_count": len(events)}
-    await conn.execute_many(_INSERT_RUN, [values])
+    await conn.execute_plan([(_INSERT_RUN, [values])])
     patch = checkpoints.diff({}, initial_state)
     rows = StepRows(record.id, 0, 1, patch, events, opened, {}, record.created_at)
     await insert_rows(conn, [rows])

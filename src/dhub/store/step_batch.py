@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Boolean, bindparam, case, func, insert, null, update
+from sqlalchemy.sql.base import Executable
 
 from dhub.runtime import checkpoints
 from dhub.store import conversations as chats
@@ -124,8 +125,20 @@ async def write_steps(conn: Conn, writes: Sequence[StepWrite]) -> None:
     """Save ``writes`` in the caller's write transaction (BatchConflict: roll it back)."""
     if not writes:
         return
-    await _advance(conn, writes)
-    await insert_rows(conn, [w.rows for w in writes])
+    # The guarded updates first: a run not where its step says must fail as a conflict, not
+    # as the duplicate step row it would insert next.
+    matched = sum(
+        await conn.execute_plan([
+            (_STEP, [_run_values(w) for w in writes if not w.ended]),
+            (_END, [_run_values(w) for w in writes if w.ended]),
+        ])
+    )  # fmt: skip
+    if matched != len(writes):
+        if len(writes) == 1:
+            one = writes[0].rows
+            raise StepConflict(f"run {one.run_id} is not at step {one.step} under this lease")
+        raise BatchConflict(f"{len(writes) - matched} of {len(writes)} steps did not match")
+    await conn.execute_plan(_row_plan([w.rows for w in writes]))
     for w in writes:
         if w.reply is not None:
             await chats.add_message(
@@ -138,42 +151,28 @@ async def insert_rows(conn: Conn, steps: Sequence[StepRows]) -> None:
     """The rows of ``steps`` (of one run or many), one statement per table. The caller has
     moved the runs' counters on (or created them): that is what makes the step numbers and
     seqs unique."""
-    await conn.execute_many(_INSERT_STEP, [_step_row(s) for s in steps])
-    events = [row for s in steps for row in _event_rows(s)]
-    if events:
-        await conn.execute_many(_INSERT_EVENT, events)
-    opened = [c for s in steps for c in s.opened]
+    await conn.execute_plan(_row_plan(steps))
+
+
+def _row_plan(steps: Sequence[StepRows]) -> list[tuple[Executable, list[dict[str, Any]]]]:
     if any(c.run_id != s.run_id for s in steps for c in s.opened):
         raise ValueError("opened commands must belong to the run being stepped")
-    if opened:
-        await conn.execute_many(_INSERT_COMMAND, [_command_row(c) for c in opened])
-        assignees = [
+    opened = [c for s in steps for c in s.opened]
+    return [
+        (_INSERT_STEP, [_step_row(s) for s in steps]),
+        (_INSERT_EVENT, [row for s in steps for row in _event_rows(s)]),
+        (_INSERT_COMMAND, [_command_row(c) for c in opened]),
+        (_INSERT_ASSIGNEE, [
             {"run_id": c.run_id, "command_id": c.command_id, "principal_id": p}
             for c in opened
             for p in dict.fromkeys(c.assignees)
-        ]
-        if assignees:
-            await conn.execute_many(_INSERT_ASSIGNEE, assignees)
-    closing = [
-        {"b_run_id": s.run_id, "b_command_id": i, "b_status": how, "b_closed_at": s.at}
-        for s in steps
-        for i, how in s.closed.items()
-    ]
-    if closing:
-        await conn.execute_many(_CLOSE_ONE, closing)
-
-
-async def _advance(conn: Conn, writes: Sequence[StepWrite]) -> None:
-    for statement, group in ((_STEP, [w for w in writes if not w.ended]),
-                             (_END, [w for w in writes if w.ended])):  # fmt: skip
-        if not group:
-            continue
-        matched = await conn.execute_many(statement, [_run_values(w) for w in group])
-        if matched != len(group):
-            if len(writes) == 1:
-                w = writes[0].rows
-                raise StepConflict(f"run {w.run_id} is not at step {w.step} under this lease")
-            raise BatchConflict(f"{len(group) - matched} of {len(group)} steps did not match")
+        ]),
+        (_CLOSE_ONE, [
+            {"b_run_id": s.run_id, "b_command_id": i, "b_status": how, "b_closed_at": s.at}
+            for s in steps
+            for i, how in s.closed.items()
+        ]),
+    ]  # fmt: skip
 
 
 def _run_values(w: StepWrite) -> dict[str, Any]:
