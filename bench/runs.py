@@ -33,7 +33,7 @@ import psycopg
 from dhub.domain.ids import new_id, now_ms
 from dhub.engine.compile import CompiledGraph, compile_document
 from dhub.engine.state import CallFunction, Done
-from dhub.runtime.durable import RunExecutor
+from dhub.runtime.durable import RunExecutor, start_state
 from dhub.runtime.ports import NoModel, RealClock
 from dhub.store import agents
 from dhub.store import runs as store
@@ -97,7 +97,7 @@ async def start_run(db: Database, runs: RunExecutor) -> str:
         lease_owner=runs.owner, lease_expires_at=runs.lease_until(at),
     )  # fmt: skip
     async with db.write() as conn:
-        await store.insert_run(conn, record, {})
+        await store.insert_run(conn, record, start_state({"run_id": record.id}))
     runs.start(record, {"run_id": record.id})
     return record.id
 

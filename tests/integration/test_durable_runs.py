@@ -14,7 +14,7 @@ import pytest
 from dhub.domain.ids import new_id, now_ms
 from dhub.engine.compile import CompiledGraph, compile_document
 from dhub.engine.state import CallFunction, Done
-from dhub.runtime.durable import RunExecutor
+from dhub.runtime.durable import RunExecutor, start_state
 from dhub.runtime.ports import Answer, NoModel, RealClock, SandboxFunctions
 from dhub.sandbox.runner import SandboxRunner
 from dhub.store import agents
@@ -81,7 +81,7 @@ async def new_run(db: Database, inputs: dict[str, Any]) -> store.RunRecord:
         lease_expires_at=None,
     )  # fmt: skip
     async with db.write() as conn:
-        await store.insert_run(conn, record, {})
+        await store.insert_run(conn, record, start_state({"run_id": record.id}))
     return dataclasses.replace(record, step_count=1)
 
 
@@ -257,4 +257,23 @@ async def test_a_parked_run_is_woken_by_its_timer(db: Database, functions: Count
     assert parked.lease_owner is None and runs.live_count == 0  # nothing held while it waits
     done = await until(db, run.id, "succeeded")  # the timeout, 1 s later, woke it
     assert done.outputs == {"ship": False}
+    await runs.close()
+
+
+async def test_a_run_whose_worker_died_is_taken_over_while_the_server_runs(
+    db: Database, functions: Counting
+) -> None:
+    """Another server died holding a run: its lease lapses, and a running server takes the
+    run over within a lease length (no restart needed)."""
+    run = await new_run(db, URGENT)
+    async with db.write() as conn:  # held by a worker that is gone, for 0.3 s more
+        assert await store.claim(conn, run.id, "worker.dead", now_ms(), 0.3)
+    runs = RunExecutor(
+        db, graphs, lambda _: functions, NoModel(), RealClock(), "worker.2", lease_seconds=0.5,
+        timer_poll=0.05,
+    )  # fmt: skip
+    assert await runs.recover() == []  # still held: not taken yet
+    waiting = await until(db, run.id, "waiting")  # taken over once the lease lapsed
+    assert waiting.waiting is not None and waiting.waiting["for"] == "input"
+    assert functions.calls == {"classify": 1}
     await runs.close()

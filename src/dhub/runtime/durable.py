@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -191,6 +192,15 @@ class _Journal:
         return closed
 
 
+def start_state(
+    context: dict[str, Any], conversation: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What a run's step 0 saves: how to start it (its ``sys`` context, a chat turn's
+    conversation variables), so a run whose server died before its first step still starts.
+    The first step's patch replaces it with the run's state."""
+    return {"start": {"sys": context, "conversation": conversation}}
+
+
 def chat_reply(outputs: dict[str, Any]) -> str:
     """A chat turn's reply: the output named ``answer``, else the only text output (DESIGN.md
     3.2), else all outputs as JSON."""
@@ -281,14 +291,19 @@ class RunExecutor:
         context: dict[str, Any],
         conversation: dict[str, Any] | None = None,
     ) -> None:
-        """Execute a run just created (its step 0 stored, empty); a chat turn gets its
-        conversation's variables."""
+        """Execute a run just created, its step 0 stored as ``start_state(context,
+        conversation)``; a chat turn gets its conversation's variables."""
         self._spawn(run.id, lambda live: self._execute(live, run, context, conversation))
 
     async def recover(self) -> list[str]:
         """Resume every unfinished run no worker holds (after a restart), except parked ones,
         and wake the parked runs whose timers are due."""
         self._start_chores()
+        resumed = await self._resume_lapsed()
+        await self._wake_due()
+        return resumed
+
+    async def _resume_lapsed(self) -> list[str]:
         async with self.db.read(snapshot=True) as conn:
             lapsed = await store.lapsed_runs(conn, now_ms())
         resumed = []
@@ -296,7 +311,6 @@ class RunExecutor:
             if run_id not in self._live:
                 self._wake(run_id)
                 resumed.append(run_id)
-        await self._wake_due()
         return resumed
 
     def _spawn(self, run_id: str, work: Work, people: ServerPeople | None = None) -> _Live:
@@ -349,7 +363,17 @@ class RunExecutor:
         if run.lease_owner != self.owner and not await self._claim(run.id):
             return None
         graph = await self._graphs(run.agent_id, run.agent_version)
-        writer = self._journal(live, run, {})
+        return await self._first_steps(live, run, graph, context, conversation)
+
+    async def _first_steps(
+        self,
+        live: _Live,
+        run: store.RunRecord,
+        graph: CompiledGraph,
+        context: dict[str, Any],
+        conversation: dict[str, Any] | None,
+    ) -> RunResult | None:
+        writer = self._journal(live, run, start_state(context, conversation))
         try:
             return await run_workflow(
                 graph, run.inputs, functions=self._functions(_owner(run)), model=self._model,
@@ -377,6 +401,13 @@ class RunExecutor:
         if loaded is None:
             return None
         run = loaded.run
+        if "status" not in loaded.state:  # saved before its first step: start it now
+            start = loaded.state.get("start", {})
+            context = start.get("sys") or {"run_id": run.id, "agent_id": run.agent_id,
+                                           "user_id": run.user_id}  # fmt: skip
+            return await self._first_steps(
+                live, run, loaded.graph, context, start.get("conversation")
+            )
         writer = self._journal(live, run, loaded.state)
         writer.issued = {c.command_id: c for c in loaded.commands}  # type: ignore[union-attr]
         state = RunState.from_dict(loaded.state)
@@ -419,10 +450,17 @@ class RunExecutor:
                         await store.renew_all(conn, self.owner, now_ms(), self.lease_seconds)
 
     async def _poll_timers(self) -> None:
+        """Wake parked runs whose timers are due; once a lease length, also take over runs
+        whose worker stopped without the server stopping (another server died, or a run's
+        task failed on a database error), as a restart would."""
+        swept = time.monotonic()
         while True:
             await asyncio.sleep(self.timer_poll)
             with contextlib.suppress(Exception):
                 await self._wake_due()
+                if time.monotonic() - swept >= self.lease_seconds:
+                    swept = time.monotonic()
+                    await self._resume_lapsed()
 
     async def _wake_due(self) -> None:
         async with self.db.read() as conn:

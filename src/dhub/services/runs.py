@@ -26,7 +26,7 @@ from dhub.engine.state import CancelRun, RunState
 from dhub.engine.stepper import Stepper
 from dhub.engine.values import InputError, check_submission
 from dhub.runtime import checkpoints
-from dhub.runtime.durable import RunExecutor
+from dhub.runtime.durable import RunExecutor, start_state
 from dhub.runtime.ports import Answer, Decision
 from dhub.services.agents import AgentService
 from dhub.store import agents as agents_store
@@ -184,8 +184,12 @@ class RunService:
             created_at=at, started_at=None, finished_at=None, updated_at=at,
             lease_owner=self.executor.owner, lease_expires_at=self.executor.lease_until(at),
         )  # fmt: skip
+        context = {"run_id": run.id, "agent_id": agent_id, "user_id": who.user_id, **sys_extra}
+        if chat is not None:
+            context["conversation_id"] = chat[0]
+        conversation = chat[1] if chat else None
         async with self.db.write() as conn:
-            await store.insert_run(conn, run, {})
+            await store.insert_run(conn, run, start_state(context, conversation))
             if chat is not None:
                 # The turn is taken in this transaction, if still the one the caller saw:
                 # two messages sent at once cannot both start a turn.
@@ -196,10 +200,7 @@ class RunService:
                     )
                 message = str(sys_extra.get("message", ""))
                 await chats.add_message(conn, chat[0], "user", message, run.id, at)
-        context = {"run_id": run.id, "agent_id": agent_id, "user_id": who.user_id, **sys_extra}
-        if chat is not None:
-            context["conversation_id"] = chat[0]
-        self.executor.start(run, context, chat[1] if chat else None)
+        self.executor.start(run, context, conversation)
         return run
 
     async def get(self, who: Principal, run_id: str) -> store.RunRecord:

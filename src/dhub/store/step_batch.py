@@ -7,9 +7,11 @@ the step number and the next event seq, and the database only has to confirm the
 the batch's size: on SQLite one commit for all of them, on PostgreSQL one round trip per
 statement (psycopg pipelines an executemany).
 
-If any step of the batch does not match its run (the lease was lost, or a step is out of
-order) the whole batch raises ``BatchConflict`` and must roll back; the caller then saves the
-steps one by one to find which (``record_step`` semantics: StepConflict for that one only).
+All of a batch's statements go together (one psycopg pipeline on PostgreSQL). If any step does
+not match its run (the lease was lost, or a step is out of order: its guarded update matches
+nothing, or its step row is taken) the whole batch raises ``BatchConflict`` and must roll
+back; the caller then saves the steps one by one to find which (``record_step`` semantics:
+StepConflict for that one only).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Boolean, bindparam, case, func, insert, null, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.base import Executable
 
 from dhub.runtime import checkpoints
@@ -125,26 +128,34 @@ async def write_steps(conn: Conn, writes: Sequence[StepWrite]) -> None:
     """Save ``writes`` in the caller's write transaction (BatchConflict: roll it back)."""
     if not writes:
         return
-    # The guarded updates first: a run not where its step says must fail as a conflict, not
-    # as the duplicate step row it would insert next.
-    matched = sum(
-        await conn.execute_plan([
-            (_STEP, [_run_values(w) for w in writes if not w.ended]),
-            (_END, [_run_values(w) for w in writes if w.ended]),
-        ])
-    )  # fmt: skip
+    plan = [
+        (_STEP, [_run_values(w) for w in writes if not w.ended]),
+        (_END, [_run_values(w) for w in writes if w.ended]),
+        *_row_plan([w.rows for w in writes]),
+    ]
+    try:
+        counts = await conn.execute_plan(plan)  # one round trip on PostgreSQL
+    except IntegrityError as exc:
+        # A step row or event seq taken already: another worker stepped the run.
+        raise _conflict(writes, len(writes)) from exc
+    matched = counts[0] + counts[1]  # the guarded run updates
     if matched != len(writes):
-        if len(writes) == 1:
-            one = writes[0].rows
-            raise StepConflict(f"run {one.run_id} is not at step {one.step} under this lease")
-        raise BatchConflict(f"{len(writes) - matched} of {len(writes)} steps did not match")
-    await conn.execute_plan(_row_plan([w.rows for w in writes]))
+        raise _conflict(writes, len(writes) - matched)
     for w in writes:
         if w.reply is not None:
             await chats.add_message(
                 conn, w.reply.conversation_id, "assistant", w.reply.content, w.rows.run_id,
                 w.rows.at, variables=w.reply.variables,
             )  # fmt: skip
+
+
+def _conflict(writes: Sequence[StepWrite], unmatched: int) -> StepConflict:
+    """The caller's transaction must roll back: rows were written for steps that did not
+    match their runs."""
+    if len(writes) == 1:
+        one = writes[0].rows
+        return StepConflict(f"run {one.run_id} is not at step {one.step} under this lease")
+    return BatchConflict(f"{unmatched} of {len(writes)} steps did not match their runs")
 
 
 async def insert_rows(conn: Conn, steps: Sequence[StepRows]) -> None:
