@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from dhub.engine.compile import compile_document
 from dhub.engine.stepper import Complete, Stepper
+from dhub.runtime import checkpoints
 from dhub.runtime.checkpoints import apply, diff, snapshot
 
 keys = st.sampled_from(["a", "b", "c", "variables", "x", "results"])
@@ -75,3 +76,14 @@ def test_a_big_unchanged_value_is_never_written_again() -> None:
         written += len(json.dumps(diff(state, after)))
         state = after
     assert written < 50_000  # about 40 bytes a step; a full copy each would be 100 MB
+
+
+def test_a_value_that_changes_type_but_not_equality_is_saved() -> None:
+    # False == 0 and 1 == 1.0 in Python; as JSON they differ, and a resumed run must see them.
+    before = {"a": [False, True, 1], "b": {"x": 1}}
+    after = {"a": [False, True, 1.0], "b": {"x": True}}
+    patch, snapshot = checkpoints.advance(before, after)
+    assert patch and snapshot == after
+    rebuilt = checkpoints.apply(copy.deepcopy(before), patch)
+    assert [type(v) for v in rebuilt["a"]] == [bool, bool, float]
+    assert type(rebuilt["b"]["x"]) is bool

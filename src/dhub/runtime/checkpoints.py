@@ -45,7 +45,7 @@ def _advance(before: Any, after: Any, path: Path, patch: Patch) -> Any:
         return before
     if type(before) is dict and type(after) is dict:
         return _advance_dict(before, after, path, patch)
-    if type(before) is type(after) and before == after:
+    if _same(before, after):
         return before
     if type(before) is list and type(after) is list and _grew(before, after):
         added = after[len(before) :]
@@ -93,7 +93,19 @@ def _copy(value: Any) -> Any:
 
 
 def _grew(before: list[Any], after: list[Any]) -> bool:
-    return 0 < len(before) < len(after) and after[: len(before)] == before
+    return 0 < len(before) < len(after) and _same(after[: len(before)], before)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON: ``==`` alone takes False for 0 and 1 for 1.0, inside lists too."""
+    kind = type(a)
+    if kind is not type(b):
+        return False
+    if kind is list:
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if kind is dict:
+        return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
+    return bool(a == b)
 
 
 def apply(state: dict[str, Any], patch: Patch) -> dict[str, Any]:
