@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from dhub.domain.ids import new_id, now_ms
 from dhub.engine.compile import CompiledGraph, compile_document
@@ -276,4 +277,29 @@ async def test_a_run_whose_worker_died_is_taken_over_while_the_server_runs(
     waiting = await until(db, run.id, "waiting")  # taken over once the lease lapsed
     assert waiting.waiting is not None and waiting.waiting["for"] == "input"
     assert functions.calls == {"classify": 1}
+    await runs.close()
+
+
+async def test_a_dropped_database_connection_loses_no_step(
+    db: Database, functions: Counting
+) -> None:
+    """Steps are written without a ping first (PostgreSQL): a connection the database dropped
+    fails that write, which is retried on a fresh one; the run finishes as if nothing
+    happened."""
+    if db.is_sqlite:
+        pytest.skip("SQLite has no connection to drop")
+    async with db.write(pinged=False) as conn:  # the connection the next step will use
+        pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar()
+    async with db.write() as conn:
+        await conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    runs = executor(db, functions, "worker.1")
+    run = await new_run(db, {"ticket": "Checkout page shows an error"})
+    runs.start(run, {"run_id": run.id})
+    result = await runs.wait(run.id)
+    assert result is not None and result.status == "succeeded"
+    async with db.read(snapshot=True) as conn:
+        events = await store.events_after(conn, run.id, 0, 1000)
+        saved = await store.load_state(conn, run.id)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert saved == result.state.to_dict()
     await runs.close()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from sqlalchemy.exc import DBAPIError
+
 from dhub.store.db import Database
 from dhub.store.step_batch import StepWrite, write_steps
 
@@ -47,8 +49,7 @@ class GroupCommitter:
 
     async def _commit(self, batch: list[tuple[StepWrite, asyncio.Future[None]]]) -> None:
         try:
-            async with self._db.write() as conn:
-                await write_steps(conn, [write for write, _ in batch])
+            await self._write(batch)
         except Exception as exc:
             if len(batch) == 1:
                 _settle(batch[0][1], exc)
@@ -61,6 +62,18 @@ class GroupCommitter:
         self.commits += 1
         for _, future in batch:
             _settle(future, None)
+
+    async def _write(self, batch: list[tuple[StepWrite, asyncio.Future[None]]]) -> None:
+        writes = [write for write, _ in batch]
+        try:
+            async with self._db.write(pinged=False) as conn:
+                await write_steps(conn, writes)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+            # The connection had dropped (a database restart): the pool replaced it.
+            async with self._db.write() as conn:
+                await write_steps(conn, writes)
 
 
 def _settle(future: asyncio.Future[None], problem: Exception | None) -> None:

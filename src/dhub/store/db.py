@@ -121,6 +121,7 @@ class Database:
         self.url = normalize_url(url)
         self.is_sqlite = self.url.startswith("sqlite")
         self._async: AsyncEngine | None = None
+        self._unpinged: AsyncEngine | None = None
         self._sync: Engine | None = None
         self._reader: InlineReader | None = None
         self._writer: _SqliteWriter | None = None
@@ -131,6 +132,11 @@ class Database:
         else:
             self._async = create_async_engine(
                 self.url, pool_size=10, max_overflow=20, pool_pre_ping=True, **_JSON
+            )
+            # For writers that retry on a dropped connection themselves (the group commit of
+            # steps): no ping round trip before each transaction (a fifth of a step's cost).
+            self._unpinged = create_async_engine(
+                self.url, pool_size=2, max_overflow=2, pool_pre_ping=False, **_JSON
             )
             self._bulk = PostgresBulk()
 
@@ -160,14 +166,17 @@ class Database:
             yield Conn(inline=inline)
 
     @asynccontextmanager
-    async def write(self) -> AsyncIterator[Conn]:
-        """One write transaction: committed when the block ends, rolled back if it raises."""
+    async def write(self, pinged: bool = True) -> AsyncIterator[Conn]:
+        """One write transaction: committed when the block ends, rolled back if it raises.
+        ``pinged=False`` (PostgreSQL): the connection is not checked first; a dropped one
+        fails the transaction with ``connection_invalidated`` set, and the caller retries."""
         if self._writer is not None:
             async with self._writer.transaction() as conn:
                 yield Conn(sync_conn=conn, bulk=self._writer.bulk, writing=True)
             return
-        assert self._async is not None
-        async with self._async.connect() as aconn, aconn.begin():
+        engine = self._async if pinged else self._unpinged
+        assert engine is not None
+        async with engine.connect() as aconn, aconn.begin():
             yield Conn(async_conn=aconn, bulk=self._bulk, writing=True)
 
     async def run_sync(self, work: Callable[[Connection], T]) -> T:
@@ -194,6 +203,8 @@ class Database:
             self._sync.dispose()
         if self._async is not None:
             await self._async.dispose()
+        if self._unpinged is not None:
+            await self._unpinged.dispose()
 
 
 def _upgrade(connection: Connection) -> None:
