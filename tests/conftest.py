@@ -1,5 +1,11 @@
 """Shared fixtures: a running app on SQLite or PostgreSQL, and the shared fixture documents.
 
+Real network calls are blocked (tests/support/netguard.py): a TCP connection or a name lookup
+for anything but this machine raises ``NetworkBlocked``; ``@pytest.mark.allow_network`` lifts
+that for one test. Model providers are faked by local servers that speak their wire protocols
+(tests/support/wire, fixtures ``openai_server``, ``openai_compatible_server``,
+``anthropic_server``; docs/testing.md).
+
 PostgreSQL tests use DHUB_TEST_POSTGRES_URL (default: the local server, database ``test``) in a
 schema of their own. Outside CI they are skipped when the server is unreachable; in CI
 (CI=true) that is a failure, so CI never passes without running them.
@@ -22,6 +28,10 @@ from fastapi.testclient import TestClient
 from dhub.api.app import create_app
 from dhub.sandbox.runner import SandboxSettings
 from dhub.settings import Settings
+from tests.support import netguard
+from tests.support.wire.fixtures import anthropic_server as anthropic_server
+from tests.support.wire.fixtures import openai_compatible_server as openai_compatible_server
+from tests.support.wire.fixtures import openai_server as openai_server
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -37,6 +47,24 @@ TABLES = (
     "audit_log", "runs", "run_steps", "run_events", "run_commands", "run_task_assignees",
     "conversations", "conversation_messages",
 )  # fmt: skip
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    netguard.install()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    netguard.uninstall()
+
+
+@pytest.fixture(autouse=True)
+def _network_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Real network stays blocked unless the test is marked ``allow_network``."""
+    if request.node.get_closest_marker("allow_network") is None:
+        yield
+        return
+    with netguard.allowed():
+        yield
 
 
 def load_json(path: Path) -> Any:
