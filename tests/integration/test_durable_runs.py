@@ -280,14 +280,15 @@ async def test_a_run_whose_worker_died_is_taken_over_while_the_server_runs(
     await runs.close()
 
 
+@pytest.mark.parametrize(
+    "database_url", [pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
 async def test_a_dropped_database_connection_loses_no_step(
     db: Database, functions: Counting
 ) -> None:
     """Steps are written without a ping first (PostgreSQL): a connection the database dropped
     fails that write, which is retried on a fresh one; the run finishes as if nothing
-    happened."""
-    if db.is_sqlite:
-        pytest.skip("SQLite has no connection to drop")
+    happened. PostgreSQL only: SQLite has no connection to drop."""
     async with db.write(pinged=False) as conn:  # the connection the next step will use
         pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar()
     async with db.write() as conn:

@@ -189,11 +189,11 @@ async def test_leases(db: Database) -> None:
     assert await claim(winner)  # the holder may claim again
     assert not await claim(loser, now=10_999)
     async with db.write() as conn:
-        assert await store.renew(conn, "run.0", winner, 10_000, 10)  # now held until 20_000
-        assert not await store.renew(conn, "run.0", loser, 10_000, 10)
+        assert await store.renew_all(conn, winner, 10_000, 10) == 1  # run.0 held until 20_000
+        assert await store.renew_all(conn, loser, 10_000, 10) == 0
         assert await store.lapsed_runs(conn, 10_000) == ["run.1", "run.2"]
         assert await store.lapsed_runs(conn, 20_000) == ["run.0", "run.1", "run.2"]
-        assert not await store.renew(conn, "run.0", winner, 20_000, 10)  # lapsed: lost
+        assert await store.renew_all(conn, winner, 20_000, 10) == 0  # lapsed: lost
     assert await claim(loser, now=20_000)  # an expired lease can be taken over
     async with db.write() as conn:
         with pytest.raises(store.StepConflict):  # the old holder can no longer write steps

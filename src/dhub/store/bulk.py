@@ -81,7 +81,7 @@ class _Statements:
 class SqliteBulk:
     def __init__(self) -> None:
         self._statements = _Statements(
-            SQLiteDialect_pysqlite(paramstyle="qmark", **_JSON)  # type: ignore[arg-type]
+            SQLiteDialect_pysqlite(paramstyle="qmark", **json_codec.ENGINE_OPTIONS)  # type: ignore[arg-type]
         )
 
     def run(self, conn: sqlite3.Connection, plan: Plan) -> list[int]:
@@ -103,7 +103,7 @@ class SqliteBulk:
 class PostgresBulk:
     def __init__(self) -> None:
         self._statements = _Statements(
-            PGDialectAsync_psycopg(paramstyle="format", **_JSON)  # type: ignore[no-untyped-call]
+            PGDialectAsync_psycopg(paramstyle="format", **json_codec.ENGINE_OPTIONS)  # type: ignore[no-untyped-call]
         )
 
     async def run(self, conn: psycopg.AsyncConnection[Any], plan: Plan) -> list[int]:
@@ -124,6 +124,3 @@ class PostgresBulk:
         except psycopg.Error as exc:
             raise DBAPIError.instance(sql, None, exc, psycopg.Error) from exc
         return [cursor.rowcount for cursor in cursors]
-
-
-_JSON = {"json_serializer": json_codec.dumps, "json_deserializer": json_codec.loads}

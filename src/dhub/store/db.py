@@ -40,7 +40,7 @@ _WRITE = "dhub_write"
 _MIGRATE_LOCK = 0x64687562  # "dhub": the advisory lock key that serialises migrations
 _PRAGMAS = ("busy_timeout=10000", "synchronous=NORMAL", "foreign_keys=ON")
 _BUSY_SECONDS = 10.0  # how long a SQLite writer waits for another process's transaction
-_JSON = {"json_serializer": json_codec.dumps, "json_deserializer": json_codec.loads}
+_JSON = json_codec.ENGINE_OPTIONS
 
 
 def normalize_url(url: str) -> str:
@@ -131,12 +131,20 @@ class Database:
             self._writer = _SqliteWriter(self._sync)
         else:
             self._async = create_async_engine(
-                self.url, pool_size=10, max_overflow=20, pool_pre_ping=True, **_JSON
+                self.url,
+                pool_size=10,
+                max_overflow=20,
+                pool_pre_ping=True,
+                **_JSON,
             )
             # For writers that retry on a dropped connection themselves (the group commit of
             # steps): no ping round trip before each transaction (a fifth of a step's cost).
             self._unpinged = create_async_engine(
-                self.url, pool_size=2, max_overflow=2, pool_pre_ping=False, **_JSON
+                self.url,
+                pool_size=2,
+                max_overflow=2,
+                pool_pre_ping=False,
+                **_JSON,
             )
             self._bulk = PostgresBulk()
 
@@ -290,7 +298,11 @@ def _sqlite_engine(url: str) -> Engine:
     # check_same_thread=False: migrations run in a worker thread, and test clients run the
     # loop in a portal thread of their own.
     engine = create_engine(
-        url, pool_size=4, max_overflow=4, connect_args={"check_same_thread": False}, **_JSON
+        url,
+        pool_size=4,
+        max_overflow=4,
+        connect_args={"check_same_thread": False},
+        **_JSON,
     )
     _configure_sqlite(engine)
     return engine

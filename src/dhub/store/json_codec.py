@@ -28,3 +28,7 @@ def loads(text: str | bytes) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
+
+
+# The options that make an engine or dialect use this codec for JSON columns.
+ENGINE_OPTIONS = {"json_serializer": dumps, "json_deserializer": loads}

@@ -348,16 +348,6 @@ _CLAIM = (
     .values(lease_owner=bindparam("owner"), lease_expires_at=bindparam("until"))
     .returning(runs.c.id)
 )
-_RENEW = (
-    update(runs)
-    .where(
-        runs.c.id == bindparam("run_id"),
-        runs.c.lease_owner == bindparam("owner"),
-        runs.c.lease_expires_at > bindparam("now"),
-    )
-    .values(lease_expires_at=bindparam("until"))
-    .returning(runs.c.id)
-)
 _RELEASE = (
     update(runs)
     .where(runs.c.id == bindparam("run_id"), runs.c.lease_owner == bindparam("owner"))
@@ -411,13 +401,6 @@ async def claim(conn: Conn, run_id: str, owner: str, now: int, seconds: float) -
     racing exactly one wins (the loser waits on the row lock, then no longer matches)."""
     params = _lease_params(run_id, owner, now, seconds)
     return (await conn.execute(_CLAIM, params)).first() is not None
-
-
-async def renew(conn: Conn, run_id: str, owner: str, now: int, seconds: float) -> bool:
-    """Extend a lease ``owner`` still holds; False when it lapsed or was taken: the run must
-    be claimed again (which fails if another worker took it)."""
-    params = _lease_params(run_id, owner, now, seconds)
-    return (await conn.execute(_RENEW, params)).first() is not None
 
 
 async def release(conn: Conn, run_id: str, owner: str) -> None:
