@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from dhub.providers.config import ProvidersConfig
 
 
 @dataclass(frozen=True)
@@ -16,6 +18,8 @@ class Settings:
     # How long a run stays owned by a process that stopped renewing it (crashed) before
     # another start resumes it.
     run_lease_seconds: float = 30.0
+    # Model providers: DHUB_OPENAI_API_KEY, DHUB_ANTHROPIC_API_KEY, DHUB_PROVIDERS_FILE, ...
+    providers: ProvidersConfig = field(default_factory=ProvidersConfig)
 
     @classmethod
     def from_env(
@@ -33,6 +37,7 @@ class Settings:
             admin_token=os.environ.get("DHUB_ADMIN_TOKEN") or None,
             examples_dir=Path(examples) if examples else None,
             run_lease_seconds=float(os.environ.get("DHUB_RUN_LEASE_SECONDS") or 30),
+            providers=ProvidersConfig.from_env(),
         )
 
 

@@ -18,7 +18,10 @@ import pytest
 
 from dhub.engine.compile import compile_document
 from dhub.engine.state import AwaitConfirmation, AwaitInput, CallFunction, Done
+from dhub.providers.registry import Providers
+from dhub.providers.testing import ScriptedModel
 from dhub.runtime.executor import RunResult, run_workflow
+from dhub.runtime.model import ProviderModel
 from dhub.runtime.ports import (
     Answer,
     Clock,
@@ -30,7 +33,6 @@ from dhub.runtime.ports import (
     RealClock,
     SandboxFunctions,
 )
-from dhub.runtime.scripted_model import ScriptedModel
 from dhub.sandbox.runner import SandboxRunner
 from tests.conftest import FIXTURES, load_json, sandbox_settings
 
@@ -163,6 +165,7 @@ async def run(
     clock: Clock | None = None,
     human: Person | None = None,
     observer: Callable[[dict[str, Any]], None] | None = None,
+    live: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunResult:
     own = functions is None
     port = functions or SandboxFunctions(SandboxRunner(sandbox_settings()))
@@ -176,6 +179,7 @@ async def run(
                 clock=clock or RealClock(),
                 human=human or Person(),
                 observer=observer,
+                live=live,
             )
     finally:
         if own and isinstance(port, SandboxFunctions):
@@ -420,21 +424,40 @@ async def test_a_failing_function_fails_with_its_error_kind_and_message() -> Non
     }
 
 
-async def test_llm_nodes_without_a_provider_fail_clearly() -> None:
+async def test_llm_nodes_without_a_provider_fail_saying_what_to_set() -> None:
     alert = {"alert": {"host": "db-1"}}
-    result = await run(load_json(SUMMARIZER), alert)
+    result = await run(load_json(SUMMARIZER), alert, model=ProviderModel(Providers()))
     assert result.status == "failed"
     assert result.error is not None and result.error["kind"] == "no_provider"
-    assert "providers issue" in result.error["message"]
+    assert "set DHUB_OPENAI_API_KEY" in result.error["message"]
+    assert result.error["provider"] == "openai" and result.error["model"] == "gpt-4o-mini"
 
 
-async def test_llm_nodes_use_the_scripted_model() -> None:
-    model = ScriptedModel(["Disk full on db-1"])
-    result = await run(load_json(SUMMARIZER), {"alert": {"host": "db-1"}}, model=model)
+async def test_llm_nodes_use_the_scripted_model_and_stream_deltas() -> None:
+    providers = Providers()
+    model = ScriptedModel(["Disk full on db-1"], name="openai")
+    providers.add(model)
+    live: list[dict[str, Any]] = []
+    result = await run(
+        load_json(SUMMARIZER), {"alert": {"host": "db-1"}}, model=ProviderModel(providers),
+        live=live.append,
+    )  # fmt: skip
     assert result.outputs == {"headline": "Disk full on db-1"}
     [request] = model.requests
-    assert request.prompt == 'Write a one-line headline for this alert: {"host": "db-1"}'
-    assert request.system_prompt == "You write terse incident headlines."
+    assert request.messages[0].content == (
+        'Write a one-line headline for this alert: {"host": "db-1"}'
+    )
+    assert request.system == "You write terse incident headlines."
+    assert request.reasoning_effort == "none" and request.response_schema is None
+    assert "".join(e["text"] for e in live) == "Disk full on db-1"
+    assert {(e["type"], e["node_id"], e["kind"]) for e in live} == {
+        ("llm.delta", "summarize", "text")
+    }
+    [done] = [
+        e for e in result.events if e["type"] == "node.succeeded" and e["node_id"] == "summarize"
+    ]
+    assert done["usage"]["estimated"] is True and done["usage"]["output_tokens"] > 0
+    assert result.state.usage["input_tokens"] == done["usage"]["input_tokens"]
 
 
 # -- actor confirmation -------------------------------------------------------------------------

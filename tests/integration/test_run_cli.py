@@ -176,11 +176,16 @@ def test_a_failed_run_exits_1_with_the_error(tmp_path: Path) -> None:
     assert result.stdout == ""
 
 
-def test_llm_nodes_need_scripted_replies_until_providers_exist(tmp_path: Path) -> None:
+def test_llm_nodes_without_a_provider_say_what_to_set_or_take_scripted_replies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("DHUB_OPENAI_API_KEY", "DHUB_OPENAI_BASE_URL", "DHUB_ANTHROPIC_API_KEY",
+                 "DHUB_ANTHROPIC_BASE_URL", "DHUB_PROVIDERS_FILE"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
     alert = ("-i", 'alert={"host": "db-1"}')
     without = dhub(SUMMARIZER, *alert)
     assert without.exit_code == 1
-    assert "providers issue" in without.stderr and "--model-replies" in without.stderr
+    assert "set DHUB_OPENAI_API_KEY" in without.stderr and "--model-replies" in without.stderr
     replies = write(tmp_path / "replies.json", ["Disk full on db-1"])
     assert outputs(dhub(SUMMARIZER, *alert, "--model-replies", replies)) == {
         "headline": "Disk full on db-1"

@@ -20,11 +20,13 @@ from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
 from dhub.api import errors
 from dhub.api.deps import Services
-from dhub.api.routers import agents, conversations, health, principals, runs
+from dhub.api.routers import agents, conversations, health, models, principals, runs
 from dhub.domain.agent import AgentSpec
 from dhub.domain.ids import new_id
+from dhub.providers.registry import Providers
 from dhub.runtime.durable import RunExecutor
-from dhub.runtime.ports import NoModel, RealClock, SandboxFunctions
+from dhub.runtime.model import ProviderModel
+from dhub.runtime.ports import RealClock, SandboxFunctions
 from dhub.sandbox.runner import SandboxRunner, SandboxSettings
 from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
@@ -48,11 +50,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         agent_service = AgentService(db)
         sandbox = SandboxRunner(SandboxSettings.from_env(settings.data_dir))
         graphs = Graphs(db)
+        providers = Providers.from_config(settings.providers)
         executor = RunExecutor(
             db,
             graphs,
             lambda owner: SandboxFunctions(sandbox, owner),
-            NoModel("model providers arrive with the providers issue"),
+            ProviderModel(providers),
             RealClock(),
             owner=f"server.{socket.gethostname()}.{os.getpid()}.{new_id('w')[-6:]}",
             lease_seconds=settings.run_lease_seconds,
@@ -66,6 +69,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             runs=run_service,
             tasks=TaskService(db, run_service),
             conversations=ConversationService(db, run_service),
+            providers=providers,
         )
         app.state.services = services
         boot = await ensure_admin(db, settings.data_dir, settings.admin_token)
@@ -90,6 +94,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         finally:
             await executor.close()
+            await providers.aclose()
             await sandbox.close()
             await db.dispose()
 
@@ -105,6 +110,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(principals.router, prefix="/api/v1")
     app.include_router(runs.router, prefix="/api/v1")
     app.include_router(conversations.router, prefix="/api/v1")
+    app.include_router(models.router, prefix="/api/v1")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

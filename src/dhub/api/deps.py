@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
 from dhub.domain.errors import FieldError, InvalidInput, TooLarge
+from dhub.providers.registry import Providers
 from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.principals import PrincipalService
@@ -27,6 +28,7 @@ class Services:
     runs: RunService
     tasks: TaskService
     conversations: ConversationService
+    providers: Providers
 
 
 async def services(request: Request) -> Services:

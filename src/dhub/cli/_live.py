@@ -45,8 +45,15 @@ class LiveView:
     def __init__(self, console: Console) -> None:
         self._console = console
         self._started: dict[tuple[str, str], float] = {}
+        self._streaming: tuple[str, str] | None = None  # the node whose text is coming in
 
     def show(self, event: dict[str, Any]) -> None:
+        if event["type"] == "llm.delta":
+            self._delta(event)
+            return
+        if self._streaming is not None:
+            self._console.print()  # end the streamed text's line
+            self._streaming = None
         glyph, style = _GLYPHS.get(event["type"], ("·", "dim"))
         line = Text.assemble((glyph, style), " ", (event.get("node_id", "run"), "bold"))
         if event.get("frame"):
@@ -58,6 +65,20 @@ class LiveView:
         if detail:
             line.append(f"  {detail}", "red" if event["type"] == "node.failed" else "")
         self._console.print(line, soft_wrap=True, highlight=False)
+
+    def _delta(self, event: dict[str, Any]) -> None:
+        """A model's text as it streams in, on one line under its node."""
+        if event.get("kind") not in ("text", "reasoning"):
+            return
+        key = (event.get("frame", ""), event.get("node_id", ""))
+        if self._streaming != key:
+            if self._streaming is not None:
+                self._console.print()
+            self._console.print(Text(f"  {key[1]} ▸ ", "dim"), end="")
+            self._streaming = key
+        style = "dim italic" if event["kind"] == "reasoning" else ""
+        self._console.print(Text(str(event.get("text", "")), style), end="", soft_wrap=True,
+                            highlight=False)  # fmt: skip
 
     def _duration(self, event: dict[str, Any]) -> float | None:
         key = (event.get("frame", ""), event.get("node_id", ""))

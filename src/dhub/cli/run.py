@@ -23,9 +23,12 @@ from dhub.domain.nodes import StartWorkflowNode
 from dhub.engine.compile import CompiledGraph, compile_document
 from dhub.engine.stepper import Stepper
 from dhub.engine.values import InputError
+from dhub.providers.config import ConfigError, ProvidersConfig
+from dhub.providers.registry import Providers
+from dhub.providers.testing import ScriptedModel
 from dhub.runtime.executor import RunResult, run_workflow
-from dhub.runtime.ports import ModelPort, NoModel, RealClock, SandboxFunctions
-from dhub.runtime.scripted_model import ScriptedModel
+from dhub.runtime.model import ProviderModel
+from dhub.runtime.ports import RealClock, SandboxFunctions
 from dhub.sandbox.runner import SandboxRunner, SandboxSettings
 from dhub.settings import Settings
 
@@ -60,8 +63,9 @@ def run_file(
     model_replies: Annotated[
         Path | None,
         typer.Option(
-            help="A JSON list of replies that llm nodes get in order (model providers are not "
-            "available to `dhub run` yet).",
+            help="A JSON list of replies that llm nodes get in order, whatever provider they "
+            "name (offline: no provider is called). Without it, llm nodes call the providers "
+            "configured by DHUB_OPENAI_API_KEY, DHUB_ANTHROPIC_API_KEY, DHUB_PROVIDERS_FILE...",
             dir_okay=False,
         ),
     ] = None,
@@ -90,9 +94,11 @@ def run_file(
                 human=TerminalHuman(view),
                 observer=view.show,
                 context={"agent_id": graph.spec.name},
+                live=view.show,
             )
         finally:
             await functions.close()
+            await model.close()
 
     try:
         result = asyncio.run(run())
@@ -149,10 +155,17 @@ def _json_file(path: Path, kind: type, what: str) -> Any:
     return value
 
 
-def _model(replies: Path | None) -> ModelPort:
-    if replies is None:
-        return NoModel(NO_PROVIDER_HINT)
-    return ScriptedModel(_json_file(replies, list, "a JSON list of replies"))
+def _model(replies: Path | None) -> ProviderModel:
+    if replies is not None:
+        providers = Providers()
+        providers.answer_all(ScriptedModel(_json_file(replies, list, "a JSON list of replies")))
+        return ProviderModel(providers)
+    try:
+        providers = Providers.from_config(ProvidersConfig.from_env())
+    except ConfigError as exc:
+        raise DocumentError(str(exc)) from exc
+    providers.hint = NO_PROVIDER_HINT
+    return ProviderModel(providers)
 
 
 def _report(result: RunResult) -> None:

@@ -117,7 +117,8 @@ class TurnStream:
         events = self._api.stream_run_events(self.run.id, self._seq, left)
         try:
             for event in events:
-                self._seq = event.seq
+                if not event.live:
+                    self._seq = event.seq
                 self._ended = event.type in END_EVENTS
                 yield event
         except TimeoutError:

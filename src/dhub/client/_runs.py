@@ -124,7 +124,8 @@ class RunsMixin:
                     if event is None:
                         yield None
                         continue
-                    after, failures = event.seq, 0
+                    if not event.live:
+                        after, failures = event.seq, 0
                     yield event
                     if event.type in END_EVENTS:
                         return

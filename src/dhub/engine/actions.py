@@ -39,9 +39,12 @@ class NodeFailure(Exception):
     """A node failed; ``kind`` classifies it (expression, invalid_input, invalid_output, type,
     max_iterations, timeout, rejected, unsupported, or the function runner's kinds)."""
 
-    def __init__(self, message: str, kind: str = "error") -> None:
+    def __init__(
+        self, message: str, kind: str = "error", details: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.kind = kind
+        self.details = details or {}  # e.g. a model call's provider, model and HTTP status
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ class RunState:
     loops: dict[str, dict[str, Any]] = field(default_factory=dict)  # loop key -> progress
     parallels: dict[str, dict[str, Any]] = field(default_factory=dict)  # parallel key -> branches
     asked: dict[str, dict[str, Any]] = field(default_factory=dict)  # actor key -> arguments
+    usage: dict[str, int] = field(default_factory=dict)  # model tokens so far, by kind
 
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self.__dict__)
@@ -167,6 +168,7 @@ class Done:
     value: Any = None
     error: dict[str, Any] | None = None
     now: float = 0.0
+    usage: dict[str, Any] | None = None  # a model call's tokens
 
 
 @dataclass(frozen=True)

@@ -138,10 +138,16 @@ class Stepper:
         if not event.ok:
             error = event.error or {}
             message = str(error.get("message") or "the call failed")
-            walk.on_failure(frame, node_id, NodeFailure(message, str(error.get("kind", "error"))))
+            details = {k: error[k] for k in _PROVIDER_DETAILS if k in error}
+            failure = NodeFailure(message, str(error.get("kind", "error")), details)
+            walk.on_failure(frame, node_id, failure)
             return
         try:
             produced = actions.call_values(walk.graph.nodes[node_id], event.value)
+            if event.usage:
+                _count_usage(walk.state.usage, event.usage)
+                walk.succeed(frame, node_id, produced, usage=event.usage)
+                return
             walk.succeed(frame, node_id, produced)
         except NodeFailure as failure:
             walk.on_failure(frame, node_id, failure)
@@ -204,3 +210,12 @@ def _split(state: RunState, key: str) -> tuple[str, str]:
             return key[:cut], key[cut + 1 :]
         cut = key.rfind("/", 0, cut)
     return "", key
+
+
+_PROVIDER_DETAILS = ("provider", "model", "status")  # kept from a failed model call's error
+
+
+def _count_usage(total: dict[str, int], usage: dict[str, Any]) -> None:
+    for kind in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens"):
+        if isinstance(count := usage.get(kind), int):
+            total[kind] = total.get(kind, 0) + count

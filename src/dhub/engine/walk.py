@@ -255,6 +255,7 @@ class Walk:
         *,
         branch: bool | None = None,
         publish: bool = True,
+        usage: dict[str, Any] | None = None,
     ) -> None:
         """Record what a node wrote, resolve its outgoing links and queue what follows. An edge
         condition that cannot be evaluated fails the node before anything is recorded."""
@@ -271,7 +272,10 @@ class Walk:
             state.node_outputs[node_id] = produced
             if publish:
                 state.variables.update(produced)
-        self.trace("node.succeeded", frame, node_id, outputs=produced)
+        if usage is None:
+            self.trace("node.succeeded", frame, node_id, outputs=produced)
+        else:
+            self.trace("node.succeeded", frame, node_id, outputs=produced, usage=usage)
         self._resolve(frame, node_id, verdicts)
         self.settle(frame)
 
@@ -332,6 +336,7 @@ class Walk:
             "type": failure.kind,
             "message": str(failure),
             "attempts": tries,
+            **failure.details,
         }
         if tries <= config.retry_count:
             delay = actions.backoff(config.retry_backoff, float(config.retry_delay_seconds), tries)
@@ -363,6 +368,7 @@ class Walk:
         or the run at the top level."""
         self.state.nodes[node_key(frame, node_id)] = "failed"
         error: dict[str, Any] = {"node_id": node_id, "kind": failure.kind, "message": str(failure)}
+        error.update(failure.details)
         if attempts:
             error["attempts"] = attempts
         self.trace("node.failed", frame, node_id, error=error)

@@ -47,7 +47,8 @@ class ToolCalls:
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise self._malformed(call, f"is not valid JSON ({exc.msg} at {exc.pos})", text)
+            problem = f"is not valid JSON ({exc.msg} at {exc.pos})"
+            raise self._malformed(call, problem, text) from None
         if not isinstance(value, dict):
             raise self._malformed(call, f"is JSON {type(value).__name__}, not an object", text)
         return value

@@ -8,6 +8,7 @@ file adds or overrides entries (local models served by Ollama, vLLM, ...).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -32,7 +33,8 @@ class ModelInfo:
     ``thinking`` says how reasoning is controlled: ``effort`` (a native effort value from
     ``efforts``, OpenAI), ``budget`` (Anthropic thinking token budgets), ``adaptive``
     (Anthropic adaptive thinking with an effort from ``efforts``) or ``none`` (the model does
-    not reason). ``api`` is the wire API the adapter uses for it."""
+    not reason). ``api`` is the wire API the adapter uses for it; ``sampling`` is False for
+    models that refuse ``temperature`` and ``top_p`` (OpenAI's reasoning models)."""
 
     provider: str
     id: str
@@ -45,6 +47,7 @@ class ModelInfo:
     efforts: tuple[Effort, ...] = ()
     api: WireApi = "chat"
     known: bool = True
+    sampling: bool = True
 
     @property
     def reasoning(self) -> bool:
@@ -73,7 +76,7 @@ def _openai(
     thinking: ThinkingStyle = "effort" if efforts else "none"
     api: WireApi = "responses" if efforts else "chat"
     return ModelInfo("openai", id, window, output, vision=vision, thinking=thinking,
-                     efforts=efforts, api=api)  # fmt: skip
+                     efforts=efforts, api=api, sampling=not efforts)  # fmt: skip
 
 
 def _claude(id: str, output: int, *, adaptive: bool = False) -> ModelInfo:
@@ -110,7 +113,7 @@ def family_default(wire: str, provider: str, model: str) -> ModelInfo:
     and its name: generous enough to use, honest that it is a guess (``known=False``)."""
     if wire == "anthropic":
         return dataclasses.replace(_claude(model, 64_000), provider=provider, known=False)
-    if wire == "openai" and model.startswith(("o1", "o3", "o4")):
+    if wire == "openai" and re.match(r"o\d", model):
         return dataclasses.replace(
             _openai(model, 200_000, 100_000, efforts=_O_SERIES), provider=provider, known=False
         )
@@ -135,7 +138,8 @@ def built_in_for(wire: str, provider: str) -> dict[str, ModelInfo]:
 def configured(provider: str, model: str, base: ModelInfo, fields: Mapping[str, Any]) -> ModelInfo:
     """``base`` with the fields a providers file sets for it (already validated)."""
     changes: dict[str, Any] = {"provider": provider, "id": model, "known": True}
-    for name in ("context_window", "max_output_tokens", "tools", "structured_output", "vision"):
+    for name in ("context_window", "max_output_tokens", "tools", "structured_output", "vision",
+                 "sampling"):  # fmt: skip
         if fields.get(name) is not None:
             changes[name] = fields[name]
     if fields.get("reasoning") is not None:

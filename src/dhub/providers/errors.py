@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+# An adapter raises a retryable kind only while nothing was yielded: once a delta is out, any
+# failure (a timeout, a dropped connection, an error event in the stream) is ``stream_cut``,
+# which is never retried, so a retry cannot repeat or change text someone has seen.
 ErrorKind = Literal[
     "rate_limited",  # 429: retried
     "overloaded",  # 529 / 503: retried
@@ -74,6 +77,8 @@ class UnsupportedFeature(ProviderError):
 def kind_for_status(status: int) -> ErrorKind:
     if status == 429:
         return "rate_limited"
+    if status == 408:
+        return "timeout"
     if status in (503, 529):
         return "overloaded"
     if status >= 500:
@@ -103,8 +108,8 @@ def retry_after_seconds(headers: Any) -> float | None:
         return max(0.0, float(raw))
     except ValueError:
         pass
-    from email.utils import parsedate_to_datetime
     from datetime import UTC, datetime
+    from email.utils import parsedate_to_datetime
 
     try:
         when = parsedate_to_datetime(raw)

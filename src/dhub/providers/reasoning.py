@@ -1,18 +1,19 @@
 """``reasoning_effort`` (none … max) to each provider's native control (docs/providers.md).
 
-| dhub    | OpenAI ``reasoning_effort``  | Anthropic, budget models          | Anthropic, adaptive models  |
-| ------- | ---------------------------- | --------------------------------- | --------------------------- |
-| none    | ``none``, else the lowest    | thinking off                      | thinking off                |
-| minimal | ``minimal``, else next above | thinking, 1,024-token budget      | adaptive, effort ``low``    |
-| low     | ``low``                      | 2,048                             | ``low``                     |
-| medium  | ``medium``                   | 8,192                             | ``medium``                  |
-| high    | ``high``                     | 16,384                            | ``high``                    |
-| xhigh   | ``xhigh``, else ``high``     | 32,768                            | ``xhigh``, else ``high``    |
-| max     | ``max``, else the highest    | 63,999 (less the answer's share)  | ``max``, else the highest   |
+| dhub    | OpenAI reasoning_effort   | Anthropic, budget models     | Anthropic, adaptive    |
+| ------- | ------------------------- | ---------------------------- | ---------------------- |
+| none    | none, else the lowest     | thinking off                 | thinking off           |
+| minimal | minimal, else next above  | thinking, 1,024-token budget | adaptive, effort low   |
+| low     | low                       | 2,048                        | low                    |
+| medium  | medium                    | 8,192                        | medium                 |
+| high    | high                      | 16,384                       | high                   |
+| xhigh   | xhigh, else high          | 32,768                       | xhigh, else next above |
+| max     | max, else the highest     | 63,999 (less the answer)     | max, else the highest  |
 
-An OpenAI model takes the value itself when it lists it in its ``efforts``, else the nearest
-listed value above it, else its highest. ``null`` leaves the model's own default. A model that
-does not reason accepts ``none`` (nothing is sent) and refuses any other value.
+A model with native efforts (OpenAI, Anthropic adaptive) takes the value itself when it lists
+it in its ``efforts``, else the nearest listed value above it, else its highest. ``null``
+leaves the model's own default. A model that does not reason accepts ``none`` (nothing is
+sent) and refuses any other value.
 """
 
 from __future__ import annotations

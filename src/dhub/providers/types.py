@@ -138,8 +138,10 @@ class Usage:
 
 @dataclass(frozen=True)
 class ModelResponse:
-    """The complete answer: an assistant ``Message``, why it stopped, what it cost. ``parsed``
-    is the structured output (the request had a ``response_schema``), validated."""
+    """The complete answer: an assistant ``Message``, why it stopped, what it cost (all zeros
+    from an adapter: the provider reported nothing, and the client estimates it). ``parsed`` is
+    the structured output (the request had a ``response_schema``), parsed and validated by the
+    client (``ModelClient``); adapters leave it None."""
 
     message: Message
     usage: Usage

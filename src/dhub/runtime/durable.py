@@ -38,7 +38,7 @@ from dhub.engine.state import (
 from dhub.runtime import checkpoints, journal
 from dhub.runtime.executor import RunResult, resume_workflow, run_workflow
 from dhub.runtime.group_commit import GroupCommitter
-from dhub.runtime.ports import Answer, Clock, Decision, FunctionPort, ModelPort
+from dhub.runtime.ports import Answer, Clock, Decision, FunctionPort, Live, ModelPort
 from dhub.store import runs as store
 from dhub.store.db import Database
 from dhub.store.step_batch import Reply, StepRows, StepWrite
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 GraphLoader = Callable[[str, int], Awaitable[CompiledGraph]]  # agent id, version -> graph
 FunctionsFor = Callable[[str], FunctionPort]  # owner (agent version) -> its function port
 Work = Callable[["_Live"], Awaitable[RunResult | None]]  # what a run's task does
+Watcher = Callable[[str, int, dict[str, Any]], None]  # run id, last stored seq, live event
 
 
 class Stopped(Exception):
@@ -263,12 +264,29 @@ class RunExecutor:
         self.committer = GroupCommitter(db)
         self._live: dict[str, _Live] = {}
         self._listeners: list[Callable[[str], None]] = []
+        self._watchers: list[Watcher] = []
         self._chores: list[asyncio.Task[None]] = []
         self._closing = False
 
     def listen(self, listener: Callable[[str], None]) -> None:
         """``listener(run_id)`` is called after each step of a run is saved (for streams)."""
         self._listeners.append(listener)
+
+    def watch(self, watcher: Watcher) -> None:
+        """``watcher(run_id, after_seq, event)`` sees each live-only event of a run (the
+        ``llm.delta`` s of its model calls) as it happens; ``after_seq`` is the last stored
+        event before it, so a stream can put it in its place."""
+        self._watchers.append(watcher)
+
+    def _live_events(self, writer: _Journal) -> Live | None:
+        if not self._watchers:
+            return None
+
+        def show(event: dict[str, Any]) -> None:
+            for watcher in self._watchers:
+                watcher(writer.run_id, writer.next_seq - 1, event)
+
+        return show
 
     def _notify(self, run_id: str) -> None:
         for listener in self._listeners:
@@ -378,7 +396,7 @@ class RunExecutor:
             return await run_workflow(
                 graph, run.inputs, functions=self._functions(_owner(run)), model=self._model,
                 clock=self._clock, human=live.people, context=context,
-                conversation=conversation, journal=writer,
+                conversation=conversation, journal=writer, live=self._live_events(writer),
             )  # fmt: skip
         finally:
             await self._release(run.id, writer)
@@ -416,6 +434,7 @@ class RunExecutor:
             return await resume_workflow(
                 loaded.graph, state, outstanding, functions=self._functions(_owner(run)),
                 model=self._model, clock=self._clock, human=live.people, journal=writer,
+                live=self._live_events(writer),
             )  # fmt: skip
         finally:
             await self._release(run_id, writer)

@@ -46,7 +46,7 @@ from dhub.engine.state import (
     node_key,
 )
 from dhub.engine.stepper import Stepper
-from dhub.runtime.ports import Clock, FunctionPort, HumanPort, ModelPort, PortError
+from dhub.runtime.ports import Clock, FunctionPort, HumanPort, Live, ModelPort, PortError
 
 Observer = Callable[[dict[str, Any]], None]
 Journal = Callable[[Step], Awaitable[None]]  # persists a step; the run waits for it
@@ -82,13 +82,16 @@ async def run_workflow(
     context: dict[str, Any] | None = None,
     conversation: dict[str, Any] | None = None,
     journal: Journal | None = None,
+    live: Live | None = None,
 ) -> RunResult:
     """Run ``graph`` with ``inputs`` to its end. ``observer`` sees every trace event as it
     happens; ``context`` is the run's ``sys`` scope, ``conversation`` its conversation
     variables (chat mode); ``journal`` persists each step before its commands are performed
-    (the durable executor's hook)."""
+    (the durable executor's hook); ``live`` sees the events shown as they happen and never
+    stored (a model's ``llm.delta`` s)."""
     stepper = Stepper(graph)
-    execution = _Execution(stepper, Ports(functions, model, clock, human), observer, journal)
+    ports = Ports(functions, model, clock, human)
+    execution = _Execution(stepper, ports, observer, journal, live)
     first = stepper.start(inputs, clock.now(), context=context, conversation=conversation)
     return await execution.drive(first, record_first=True)
 
@@ -104,11 +107,13 @@ async def resume_workflow(
     human: HumanPort,
     observer: Observer | None = None,
     journal: Journal | None = None,
+    live: Live | None = None,
 ) -> RunResult:
     """Go on with a run saved earlier: ``outstanding`` are the commands it had issued and not
     seen answered (calls run again, timers are re-armed at their times, people are asked
     again); then as ``run_workflow``."""
-    execution = _Execution(Stepper(graph), Ports(functions, model, clock, human), observer, journal)
+    ports = Ports(functions, model, clock, human)
+    execution = _Execution(Stepper(graph), ports, observer, journal, live)
     return await execution.drive(Step(state, list(outstanding), []), record_first=False)
 
 
@@ -116,9 +121,15 @@ class _Execution:
     """One run: the stepper's state, the tasks performing its commands, the result queue."""
 
     def __init__(
-        self, stepper: Stepper, ports: Ports, observer: Observer | None, journal: Journal | None
+        self,
+        stepper: Stepper,
+        ports: Ports,
+        observer: Observer | None,
+        journal: Journal | None,
+        live: Live | None = None,
     ) -> None:
         self._stepper = stepper
+        self._live = live
         self._ports = ports
         self._observer = observer
         self._journal = journal
@@ -220,7 +231,8 @@ class _Execution:
         try:
             event = await self._dispatch(command, problem)
         except PortError as exc:
-            event = Done(command.command_id, False, error={"kind": exc.kind, "message": str(exc)})
+            error = {"kind": exc.kind, "message": str(exc), **exc.details}
+            event = Done(command.command_id, False, error=error)
         except Exception as exc:  # a port's bug fails the command, never the executor
             event = Done(command.command_id, False, error=_crash(command, exc))
         finally:
@@ -233,7 +245,8 @@ class _Execution:
             done = await ports.functions.call(command)
             return dataclasses.replace(done, command_id=command.command_id)
         if isinstance(command, CallModel):
-            return Done(command.command_id, True, await ports.model.complete(command))
+            reply = await ports.model.complete(command, self._live)
+            return Done(command.command_id, True, reply.value, usage=reply.usage)
         if isinstance(command, SleepUntil):
             await ports.clock.sleep_until(command.at)
             return Woke(command.command_id)

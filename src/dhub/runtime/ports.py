@@ -12,6 +12,7 @@ import asyncio
 import heapq
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -22,12 +23,14 @@ from dhub.sandbox.worker import FunctionResult
 
 class PortError(Exception):
     """An expected failure of a port (no provider, no reply left, ...): the command fails with
-    this ``kind`` and message, instead of the generic ``crashed``."""
+    this ``kind`` and message (and ``details``, e.g. a provider's name, model and HTTP status),
+    instead of the generic ``crashed``."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.details = details or {}
 
 
 # -- functions ----------------------------------------------------------------------------------
@@ -89,26 +92,34 @@ def function_error(result: FunctionResult) -> dict[str, Any]:
 # -- the model ----------------------------------------------------------------------------------
 
 
+Live = Callable[[dict[str, Any]], None]  # takes events shown live and not stored (llm.delta)
+
+
+@dataclass(frozen=True)
+class ModelAnswer:
+    """What an llm node's call gives back: its value and the tokens it used."""
+
+    value: Any
+    usage: dict[str, Any] | None = None
+
+
 class ModelPort(Protocol):
-    async def complete(self, request: CallModel) -> Any:
-        """The model's answer: text, or the parsed object when a response schema is given.
-        Raise PortError for an expected failure."""
+    async def complete(self, request: CallModel, live: Live | None = None) -> ModelAnswer:
+        """The model's answer: text, or the parsed object when a response schema is given;
+        streamed pieces go to ``live`` as they come. Raise PortError for an expected
+        failure."""
         ...
 
 
 class NoModel:
-    """The model port of a process with no providers configured: every call fails clearly."""
+    """The model port of a process that runs no llm nodes (tests, benchmarks)."""
 
-    def __init__(self, hint: str = "") -> None:
-        self._hint = hint
-
-    async def complete(self, request: CallModel) -> Any:
-        message = (
+    async def complete(self, request: CallModel, live: Live | None = None) -> ModelAnswer:
+        raise PortError(
+            "no_provider",
             f"llm node '{request.node_id}' needs model provider '{request.model_provider}' "
-            f"(model '{request.model}'), and no model providers are configured: they arrive "
-            "with the providers issue."
+            f"(model '{request.model}'), and this process has no model providers",
         )
-        raise PortError("no_provider", f"{message} {self._hint}".strip())
 
 
 # -- the clock ----------------------------------------------------------------------------------

@@ -48,10 +48,13 @@ class Usage:
     output_tokens: int = 9
     cache_read_input_tokens: int = 0
     cache_creation_input_tokens: int = 0
+    thinking_tokens: int | None = None  # ``output_tokens_details.thinking_tokens`` when set
 
     def start(self) -> dict[str, Any]:
         """As ``message_start`` reports it: the input side, and output so far (1)."""
-        return {**self.whole(), "output_tokens": 1}
+        start = {**self.whole(), "output_tokens": 1}
+        start.pop("output_tokens_details", None)
+        return start
 
     def whole(self) -> dict[str, Any]:
         return {
@@ -60,7 +63,17 @@ class Usage:
             "cache_read_input_tokens": self.cache_read_input_tokens,
             "output_tokens": self.output_tokens,
             "service_tier": "standard",
+            **self._details(),
         }
+
+    def delta(self) -> dict[str, Any]:
+        """As ``message_delta`` reports it by default: the output side only."""
+        return {"output_tokens": self.output_tokens, **self._details()}
+
+    def _details(self) -> dict[str, Any]:
+        if self.thinking_tokens is None:
+            return {}
+        return {"output_tokens_details": {"thinking_tokens": self.thinking_tokens}}
 
 
 @dataclass(frozen=True)
@@ -178,7 +191,7 @@ class AnthropicReply:
             "type": "message_delta",
             "delta": {"stop_reason": self._stop(), "stop_sequence": self.stop_sequence},
             "usage": self.usage.whole() if self.full_delta_usage
-            else {"output_tokens": self.usage.output_tokens},
+            else self.usage.delta(),
         })  # fmt: skip
         events.append({"type": "message_stop"})
         if self.error_after is not None:

@@ -103,8 +103,9 @@ class OpenAIReply:
     they are cut into pieces of ``chunk_size``. ``json`` is a shortcut for a JSON text content
     (structured outputs). ``reasoning_content`` is not OpenAI's: it is the field OpenAI-compatible
     servers (vLLM, DeepSeek, llama.cpp) put reasoning in; on the Responses API it becomes a
-    reasoning item with a summary. ``finish_reason`` defaults to ``tool_calls`` when there are
-    tool calls, else ``stop``.
+    reasoning item with a summary (and, when the request's ``include`` asks for
+    ``reasoning.encrypted_content``, an ``encrypted_content`` of ``enc:<item id>:<text>``).
+    ``finish_reason`` defaults to ``tool_calls`` when there are tool calls, else ``stop``.
 
     Faults (streams): ``cut_after=N`` closes the connection after N events with no ``[DONE]``
     and no end of the chunked body; ``stall_after=N`` goes silent after N events;
@@ -281,6 +282,10 @@ class OpenAIReply:
             index = len(items)
             item = {"id": item_id, "type": "reasoning",
                     "summary": [{"type": "summary_text", "text": reasoning}]}  # fmt: skip
+            if "reasoning.encrypted_content" in (body.get("include") or ()):
+                # opaque to the client; it says which reasoning it stands for, so a test can
+                # check what a client sends back on the next turn
+                item["encrypted_content"] = f"enc:{item_id}:{reasoning}"
             ev: list[tuple[str, dict[str, Any]]] = [
                 ("response.output_item.added",
                  {"output_index": index, "item": {**item, "summary": []}}),
@@ -438,6 +443,16 @@ class OpenAIServer(WireServer):
         self.route("POST", "/chat/completions", self.scripted)
         self.route("POST", "/responses", self.scripted)
         self.route("GET", "/models", self._models)
+
+    @property
+    def open_connections(self) -> int:
+        """Client connections the server holds open right now (one closed by the client is
+        dropped as soon as the server next writes to it or reads from it)."""
+        http = self._http
+        if http is None:
+            return 0
+        with http.connections_lock:
+            return len(http.open_connections)
 
     def _models(self, request: RecordedRequest) -> Rendered:
         data = [{"id": m, "object": "model", "created": 1700000000, "owned_by": "wire"}

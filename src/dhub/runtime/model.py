@@ -1,0 +1,63 @@
+"""The model port over the configured providers: an ``llm`` node's call as a provider request,
+its deltas as live ``llm.delta`` events, its answer (text, or the parsed structured output)
+and usage back to the engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dhub.engine.state import CallModel
+from dhub.providers.errors import ProviderError
+from dhub.providers.registry import Providers
+from dhub.providers.types import Delta, Message, ModelRequest, ToolCallDelta
+from dhub.runtime.ports import Live, ModelAnswer, PortError
+
+
+class ProviderModel:
+    """``complete`` calls the node's provider; a provider error fails the node with its kind,
+    message, provider, model and status."""
+
+    def __init__(self, providers: Providers) -> None:
+        self.providers = providers
+
+    async def complete(self, request: CallModel, live: Live | None = None) -> ModelAnswer:
+        try:
+            client = self.providers.client(request.model_provider, request.model)
+            response = await client.complete(
+                model_request(request), None if live is None else _relay(request, live)
+            )
+        except ProviderError as exc:
+            raise PortError(exc.kind, str(exc), exc.details()) from exc
+        value: Any = response.message.content
+        if request.response_schema:
+            value = response.parsed
+        return ModelAnswer(value, response.usage.as_json())
+
+    async def close(self) -> None:
+        await self.providers.aclose()
+
+
+def model_request(request: CallModel) -> ModelRequest:
+    return ModelRequest(
+        model=request.model,
+        messages=(Message("user", request.prompt),),
+        system=request.system_prompt,
+        response_schema=request.response_schema or None,
+        reasoning_effort=request.reasoning_effort,  # type: ignore[arg-type]
+    )
+
+
+def _relay(request: CallModel, live: Live) -> Callable[[Delta], None]:
+    base: dict[str, Any] = {"type": "llm.delta", "node_id": request.node_id}
+    if request.frame:
+        base["frame"] = request.frame
+
+    def relay(delta: Delta) -> None:
+        if isinstance(delta, ToolCallDelta):
+            live({**base, "kind": "tool_call", "index": delta.index, "id": delta.id,
+                  "name": delta.name, "arguments": delta.arguments})  # fmt: skip
+        else:
+            live({**base, "kind": delta.type, "text": delta.text})
+
+    return relay
