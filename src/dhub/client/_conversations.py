@@ -117,8 +117,7 @@ class TurnStream:
         events = self._api.stream_run_events(self.run.id, self._seq, left)
         try:
             for event in events:
-                if not event.live:
-                    self._seq = event.seq
+                self._seq = event.seq
                 self._ended = event.type in END_EVENTS
                 yield event
         except TimeoutError:

@@ -122,7 +122,6 @@ class RunEvent:
     node_id: str | None
     data: dict[str, Any]
     created_at: int
-    live: bool = False  # shown as it happened, not in the log (llm.delta): seq is the one before
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> RunEvent:
@@ -132,7 +131,6 @@ class RunEvent:
             node_id=raw.get("node_id"),
             data=dict(raw.get("data") or {}),
             created_at=int(raw["created_at"]),
-            live=bool(raw.get("live", False)),
         )
 
     def to_json(self) -> dict[str, Any]:

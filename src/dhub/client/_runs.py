@@ -124,8 +124,7 @@ class RunsMixin:
                     if event is None:
                         yield None
                         continue
-                    if not event.live:
-                        after, failures = event.seq, 0
+                    after, failures = event.seq, 0
                     yield event
                     if event.type in END_EVENTS:
                         return

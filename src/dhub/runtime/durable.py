@@ -36,9 +36,10 @@ from dhub.engine.state import (
     Step,
 )
 from dhub.runtime import checkpoints, journal
+from dhub.runtime.deltas import coalesce
 from dhub.runtime.executor import RunResult, resume_workflow, run_workflow
 from dhub.runtime.group_commit import GroupCommitter
-from dhub.runtime.ports import Answer, Clock, Decision, FunctionPort, Live, ModelPort
+from dhub.runtime.ports import Answer, Clock, Decision, FunctionPort, ModelPort
 from dhub.store import runs as store
 from dhub.store.db import Database
 from dhub.store.step_batch import Reply, StepRows, StepWrite
@@ -48,7 +49,6 @@ log = logging.getLogger(__name__)
 GraphLoader = Callable[[str, int], Awaitable[CompiledGraph]]  # agent id, version -> graph
 FunctionsFor = Callable[[str], FunctionPort]  # owner (agent version) -> its function port
 Work = Callable[["_Live"], Awaitable[RunResult | None]]  # what a run's task does
-Watcher = Callable[[str, int, dict[str, Any]], None]  # run id, last stored seq, live event
 
 
 class Stopped(Exception):
@@ -124,14 +124,24 @@ class _Journal:
     parks: Callable[[dict[str, Command]], bool] = lambda _: False
     conversation_id: str | None = None  # a chat turn: its reply goes into the conversation
     released: bool = False  # the last step saved gave the lease up
+    # Streamed events (llm.delta) not saved yet, and the one write at a time of this run.
+    shown: list[dict[str, Any]] = field(default_factory=list)
+    flusher: asyncio.Task[None] | None = None
+    writing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    status: str = "running"  # as last saved
+    waiting: dict[str, Any] | None = None
 
     async def __call__(self, step: Step) -> None:
+        async with self.writing:
+            await self._step(step)
+
+    async def _step(self, step: Step) -> None:
         if self.stopping() or self.live.evicting:
             # A shutdown, not a decision about the run: save nothing (not even the cancelled
             # step the executor makes of it); the lease lapses and a later start resumes it.
             raise Stopped(self.run_id)
         patch, after = checkpoints.advance(self.before, vars(step.state))
-        if not patch and not step.events and not step.commands:
+        if not patch and not step.events and not step.commands and not self.shown:
             return  # nothing happened (a result for a command abandoned earlier)
         write = self._write(step, patch)
         if write.release and not write.ended:
@@ -157,7 +167,9 @@ class _Journal:
         self.issued.update({c.command_id: c for c in opened})  # type: ignore[union-attr]
         closed = self._closed(step)
         status, waiting = journal.waiting(step.state, list(self.issued.values()))
-        events = list(step.events) + _ending_events(step)
+        self.status, self.waiting = status, waiting
+        # Deltas streamed before this step come first: they happened before its events.
+        events = self._take_shown() + list(step.events) + _ending_events(step)
         if self.step == 1:
             events.insert(0, {"type": "run.started"})
         ended = status in ("succeeded", "failed", "cancelled")
@@ -175,6 +187,41 @@ class _Journal:
             outputs=step.state.outputs if ended else None,
             error=step.state.error if ended else None, release=ended or park, reply=reply,
         )  # fmt: skip
+
+    def show(self, event: dict[str, Any]) -> None:
+        """A model's delta as it streams: saved as soon as the previous write of this run is
+        done (deltas that arrive meanwhile are coalesced into one event), or with the next
+        step, whichever comes first, so the log has what any stream showed."""
+        self.shown.append(event)
+        if self.flusher is None or self.flusher.done():
+            self.flusher = asyncio.create_task(self._flush())
+
+    def _take_shown(self) -> list[dict[str, Any]]:
+        shown, self.shown = self.shown, []
+        return coalesce(shown)
+
+    async def _flush(self) -> None:
+        while self.shown:
+            async with self.writing:
+                if not self.shown or self.stopping() or self.live.evicting:
+                    return
+                events = self._take_shown()
+                rows = StepRows(self.run_id, self.step, self.next_seq, [], events, [], {},
+                                now_ms())  # fmt: skip
+                write = StepWrite(rows, self.owner, self.status, self.waiting)
+                saving = self.committer.save(write)
+                try:
+                    await asyncio.shield(saving)
+                except asyncio.CancelledError:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait([saving])
+                    if not saving.cancelled() and saving.exception() is None:
+                        self._saved(write, self.before)
+                    raise
+                except Exception as exc:  # the next step meets the same problem, and handles it
+                    log.warning("run %s: streamed events not saved: %r", self.run_id, exc)
+                    return
+                self._saved(write, self.before)
 
     def _saved(self, write: StepWrite, after: dict[str, Any]) -> None:
         self.released = write.release
@@ -264,29 +311,12 @@ class RunExecutor:
         self.committer = GroupCommitter(db)
         self._live: dict[str, _Live] = {}
         self._listeners: list[Callable[[str], None]] = []
-        self._watchers: list[Watcher] = []
         self._chores: list[asyncio.Task[None]] = []
         self._closing = False
 
     def listen(self, listener: Callable[[str], None]) -> None:
         """``listener(run_id)`` is called after each step of a run is saved (for streams)."""
         self._listeners.append(listener)
-
-    def watch(self, watcher: Watcher) -> None:
-        """``watcher(run_id, after_seq, event)`` sees each live-only event of a run (the
-        ``llm.delta`` s of its model calls) as it happens; ``after_seq`` is the last stored
-        event before it, so a stream can put it in its place."""
-        self._watchers.append(watcher)
-
-    def _live_events(self, writer: _Journal) -> Live | None:
-        if not self._watchers:
-            return None
-
-        def show(event: dict[str, Any]) -> None:
-            for watcher in self._watchers:
-                watcher(writer.run_id, writer.next_seq - 1, event)
-
-        return show
 
     def _notify(self, run_id: str) -> None:
         for listener in self._listeners:
@@ -396,7 +426,7 @@ class RunExecutor:
             return await run_workflow(
                 graph, run.inputs, functions=self._functions(_owner(run)), model=self._model,
                 clock=self._clock, human=live.people, context=context,
-                conversation=conversation, journal=writer, live=self._live_events(writer),
+                conversation=conversation, journal=writer, live=writer.show,
             )  # fmt: skip
         finally:
             await self._release(run.id, writer)
@@ -434,7 +464,7 @@ class RunExecutor:
             return await resume_workflow(
                 loaded.graph, state, outstanding, functions=self._functions(_owner(run)),
                 model=self._model, clock=self._clock, human=live.people, journal=writer,
-                live=self._live_events(writer),
+                live=writer.show,
             )  # fmt: skip
         finally:
             await self._release(run_id, writer)

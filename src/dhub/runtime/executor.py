@@ -87,8 +87,9 @@ async def run_workflow(
     """Run ``graph`` with ``inputs`` to its end. ``observer`` sees every trace event as it
     happens; ``context`` is the run's ``sys`` scope, ``conversation`` its conversation
     variables (chat mode); ``journal`` persists each step before its commands are performed
-    (the durable executor's hook); ``live`` sees the events shown as they happen and never
-    stored (a model's ``llm.delta`` s)."""
+    (the durable executor's hook); ``live`` takes the events that stream between steps (a
+    model's ``llm.delta`` s): the durable executor's journal saves them, ``dhub run`` prints
+    them."""
     stepper = Stepper(graph)
     ports = Ports(functions, model, clock, human)
     execution = _Execution(stepper, ports, observer, journal, live)

@@ -49,7 +49,8 @@ def model_request(request: CallModel) -> ModelRequest:
 
 
 def _relay(request: CallModel, live: Live) -> Callable[[Delta], None]:
-    base: dict[str, Any] = {"type": "llm.delta", "node_id": request.node_id}
+    base: dict[str, Any] = {"type": "llm.delta", "node_id": request.node_id,
+                            "call": request.command_id}  # fmt: skip
     if request.frame:
         base["frame"] = request.frame
 

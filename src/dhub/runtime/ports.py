@@ -92,7 +92,7 @@ def function_error(result: FunctionResult) -> dict[str, Any]:
 # -- the model ----------------------------------------------------------------------------------
 
 
-Live = Callable[[dict[str, Any]], None]  # takes events shown live and not stored (llm.delta)
+Live = Callable[[dict[str, Any]], None]  # takes streamed events as they happen (llm.delta)
 
 
 @dataclass(frozen=True)

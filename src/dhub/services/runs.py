@@ -77,56 +77,29 @@ class Graphs:
         return self.put(agent_id, version, found.document)
 
 
-@dataclass(frozen=True)
-class LiveEvent:
-    """An event shown to streams as it happens and never stored (``llm.delta``): it belongs
-    after stored event ``after``."""
-
-    after: int
-    data: dict[str, Any]
-
-
-class _Follower:
-    def __init__(self) -> None:
-        self.woken = asyncio.Event()
-        self.live: list[LiveEvent] = []
-
-    def take(self, upto: int) -> list[LiveEvent]:
-        """The live events that belong at or before stored event ``upto``, in order."""
-        if not self.live or self.live[0].after > upto:
-            return []
-        cut = next((i for i, e in enumerate(self.live) if e.after > upto), len(self.live))
-        taken, self.live = self.live[:cut], self.live[cut:]
-        return taken
-
-
 class EventHub:
-    """Wakes the streams of a run when the executor saved a step of it (in this process), and
-    hands them the run's live-only events."""
+    """Wakes the streams of a run when the executor saved a step of it (in this process)."""
 
     def __init__(self) -> None:
-        self._followers: dict[str, set[_Follower]] = {}
+        self._waiting: dict[str, set[asyncio.Event]] = {}
 
     def notify(self, run_id: str) -> None:
-        for follower in self._followers.get(run_id, ()):
-            follower.woken.set()
+        for event in self._waiting.get(run_id, ()):
+            event.set()
 
-    def show(self, run_id: str, after: int, event: dict[str, Any]) -> None:
-        for follower in self._followers.get(run_id, ()):
-            follower.live.append(LiveEvent(after, event))
-            follower.woken.set()
-
-    def follow(self, run_id: str) -> _Follower:
-        """Start collecting the run's wake-ups and live events; ``leave`` when done."""
-        follower = _Follower()
-        self._followers.setdefault(run_id, set()).add(follower)
-        return follower
-
-    def leave(self, run_id: str, follower: _Follower) -> None:
-        followers = self._followers.get(run_id, set())
-        followers.discard(follower)
-        if not followers:
-            self._followers.pop(run_id, None)
+    async def wait(self, run_id: str, seconds: float) -> None:
+        """Until the run's next saved step, or ``seconds``."""
+        event = asyncio.Event()
+        self._waiting.setdefault(run_id, set()).add(event)
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except TimeoutError:
+            pass
+        finally:
+            waiting = self._waiting.get(run_id, set())
+            waiting.discard(event)
+            if not waiting:
+                self._waiting.pop(run_id, None)
 
 
 class RunService:
@@ -140,7 +113,6 @@ class RunService:
         self.hub = EventHub()
         self.keepalive = 15.0  # seconds between keep-alive comments of an idle stream
         executor.listen(self.hub.notify)
-        executor.watch(self.hub.show)
 
     async def start(self, who: Principal, agent_id: str, body: Any) -> store.RunRecord:
         inputs, version = _start_body(body)
@@ -305,44 +277,24 @@ class RunService:
         async with self.db.read() as conn:
             return await store.events_after(conn, run_id, after, limit)
 
-    def follow(
-        self, run_id: str, after: int
-    ) -> AsyncIterator[store.EventRecord | LiveEvent | None]:
+    async def follow(self, run_id: str, after: int) -> AsyncIterator[store.EventRecord | None]:
         """Every event after ``after``, in order, as they are saved, until the run ends
-        (``None`` every ``keepalive`` seconds while nothing happens), with the live-only
-        events (``llm.delta``) shown in this process from this call on, in their places. The
-        stored log is the source: a stream that reconnects with its last seq sees each stored
-        event exactly once. The caller checks access first (``get``): a stream's status is
-        sent before it starts. Call it right after starting a run to miss none of its live
-        events: it subscribes now, not at the first iteration."""
-        return self._follow(run_id, after, self.hub.follow(run_id))
-
-    async def _follow(
-        self, run_id: str, after: int, follower: _Follower
-    ) -> AsyncIterator[store.EventRecord | LiveEvent | None]:
-        try:
-            while True:
-                follower.woken.clear()
-                async with self.db.read(snapshot=True) as conn:
-                    found = await store.events_after(conn, run_id, after, 500)
-                    run = await store.get_run(conn, run_id)
-                for event in found:
-                    for live in follower.take(event.seq - 1):
-                        yield live
-                    after = event.seq
-                    yield event
-                for live in follower.take(after):
-                    yield live
-                if found:
-                    continue
-                if run is None or run.status in FINISHED:
-                    return
-                try:
-                    await asyncio.wait_for(follower.woken.wait(), self.keepalive)
-                except TimeoutError:
-                    yield None
-        finally:
-            self.hub.leave(run_id, follower)
+        (``None`` every ``keepalive`` seconds while nothing happens). The stored log is the
+        source: a stream that reconnects with its last seq sees each event exactly once. The
+        caller checks access first (``get``): a stream's status is sent before it starts."""
+        while True:
+            async with self.db.read(snapshot=True) as conn:
+                found = await store.events_after(conn, run_id, after, 500)
+                run = await store.get_run(conn, run_id)
+            for event in found:
+                after = event.seq
+                yield event
+            if found:
+                continue
+            if run is None or run.status in FINISHED:
+                return
+            await self.hub.wait(run_id, self.keepalive)
+            yield None
 
 
 class TaskService:

@@ -12,8 +12,6 @@ from pydantic import BaseModel
 
 from dhub.api.deps import Ctx, json_body
 from dhub.api.responses import ERROR_RESPONSES, JSON
-from dhub.domain.ids import now_ms
-from dhub.services.runs import LiveEvent
 from dhub.store.runs import CommandRecord, EventRecord, RunRecord
 
 router = APIRouter(tags=["runs"], responses=ERROR_RESPONSES)
@@ -75,16 +73,6 @@ def event_json(event: EventRecord) -> dict[str, Any]:
     return {
         "seq": event.seq, "type": event.type, "node_id": event.node_id, "data": event.data,
         "created_at": event.created_at,
-    }  # fmt: skip
-
-
-def live_json(event: LiveEvent) -> dict[str, Any]:
-    """A live-only event in the shape of a stored one: ``seq`` is the stored event it follows,
-    ``live`` marks it (it has no place in the log)."""
-    data = {k: v for k, v in event.data.items() if k not in ("type", "node_id")}
-    return {
-        "seq": event.after, "type": event.data["type"], "node_id": event.data.get("node_id"),
-        "data": data, "created_at": now_ms(), "live": True,
     }  # fmt: skip
 
 
@@ -185,18 +173,11 @@ async def run_events(
     return JSON({"data": [event_json(e) for e in events]})
 
 
-def stream_events(events: AsyncIterator[EventRecord | LiveEvent | None]) -> StreamingResponse:
-    """Stored events carry their seq as the SSE ``id`` (what ``Last-Event-ID`` resumes from);
-    live-only ones (``llm.delta``) carry none: a reconnecting stream gets the stored result."""
-
+def stream_events(events: AsyncIterator[EventRecord | None]) -> StreamingResponse:
     async def lines() -> AsyncIterator[bytes]:
         async for event in events:
             if event is None:
                 yield b": keep-alive\n\n"
-                continue
-            if isinstance(event, LiveEvent):
-                data = orjson.dumps(live_json(event))
-                yield b"event: %s\ndata: %s\n\n" % (str(event.data["type"]).encode(), data)
                 continue
             data = orjson.dumps(event_json(event))
             yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), data)
