@@ -239,3 +239,37 @@ async def test_unsupported_on_a_modest_local_model(openai_compatible_server: Ope
         assert openai_compatible_server.requests == []
     finally:
         await adapter.aclose()
+
+
+async def test_a_rate_limit_carries_retry_after_and_the_client_waits_it(
+    adapter: OpenAIAdapter, openai_compatible_server: OpenAIServer
+) -> None:
+    from dhub.providers.client import ModelClient, RetryPolicy
+
+    openai_compatible_server.queue(ow.rate_limited(retry_after=0.2), OpenAIReply("ok then"))
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    client = ModelClient(adapter, local_models(), RetryPolicy(), sleep=sleep, rng=lambda: 0.0)
+    response = await client.complete(ask(LOCAL))
+    assert response.message.content == "ok then" and slept == [0.2]
+    assert len(openai_compatible_server.requests_to("/chat/completions")) == 2
+
+
+async def test_split_tool_arguments_usage_and_broken_json(
+    adapter: OpenAIAdapter, openai_compatible_server: OpenAIServer
+) -> None:
+    openai_compatible_server.queue(
+        OpenAIReply(tool_calls=[WireCall("get_weather", {"city": "Paris"},
+                                         fragments=['{"ci', 'ty": "Pa', 'ris"}'])],
+                    usage=ow.Usage(21, 9)),
+        OpenAIReply(tool_calls=[WireCall("get_weather", '{"city": "Par')]),
+    )  # fmt: skip
+    items, response = await collect(adapter, ask(LOCAL, tools=(WEATHER,)))
+    assert [f.arguments for f in fragments(items) if f.arguments] == ['{"ci', 'ty": "Pa', 'ris"}']
+    assert response.message.tool_calls[0].arguments == {"city": "Paris"}
+    assert response.usage == Usage(21, 9)
+    _, error = await failure(adapter, ask(LOCAL, tools=(WEATHER,)))
+    assert error.kind == "malformed_tool_call" and "get_weather" in error.message
