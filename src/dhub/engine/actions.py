@@ -164,13 +164,17 @@ def function_request(
         float(node.config.timeout),
         tuple(function.dependencies),
         network=getattr(item, "options", {}).get("network") is True,
-        parameters=_parameters(function.source, getattr(item, "name", None), function.inputs),
+        parameters=function_parameters(
+            function.source, getattr(item, "name", None), function.inputs
+        ),
         outputs=dict(function.outputs) or None,
         decorators=tuple(d.model_dump(mode="json") for d in function.decorators),
     )
 
 
-def _parameters(source: str, name: str | None, inputs: dict[str, Any]) -> dict[str, Any] | None:
+def function_parameters(
+    source: str, name: str | None, inputs: dict[str, Any]
+) -> dict[str, Any] | None:
     """The schema a tool's arguments must fit: its explicit ``inputs``, else its signature's
     (read once per source). None when the source has no entry point: the sandbox says so."""
     if inputs:
@@ -249,8 +253,10 @@ def loop_items(ev: Evaluate, node: LoopWorkflowNode, scope: Scope) -> tuple[int,
     return count, items
 
 
-def declared_outputs(node: WorkflowNode) -> list[str]:
+def declared_outputs(node: Any) -> list[str]:
     """What a node would have written, for on_error 'continue' (all of it null)."""
+    if getattr(node, "type", None) == "agent":
+        return ["answer"]
     if isinstance(node, LLMWorkflowNode | TemplateWorkflowNode):
         return [node.config.output]
     if isinstance(node, CodeWorkflowNode):

@@ -19,11 +19,14 @@ from typing import Any, Literal
 
 from dhub.domain.agent import AgentSpec
 from dhub.domain.nodes import (
+    Edge,
     ErrorHandlerWorkflowNode,
     LoopWorkflowNode,
     ParallelWorkflowNode,
     WorkflowNode,
 )
+from dhub.engine.react import AgentNode, ReactConfig
+from dhub.engine.react_build import react_config, react_nodes
 from dhub.engine.validate import validate_agent_document
 
 ROOT = ""  # the id of the top-level scope
@@ -51,10 +54,13 @@ class Scope:
     entries: tuple[str, ...]  # nodes with no incoming link inside the scope
 
 
+GraphNode = WorkflowNode | AgentNode
+
+
 @dataclass(frozen=True)
 class CompiledGraph:
     spec: AgentSpec
-    nodes: MappingProxyType[str, WorkflowNode]
+    nodes: MappingProxyType[str, GraphNode]
     order: tuple[str, ...]  # document order: the deterministic order of everything
     scopes: MappingProxyType[str, Scope]
     scope_of: MappingProxyType[str, str]  # node id -> scope id
@@ -76,14 +82,28 @@ def compile_document(doc: Any) -> CompiledGraph:
     return compile_spec(validate_agent_document(doc))
 
 
-def compile_spec(spec: AgentSpec) -> CompiledGraph:
-    """Compile a validated workflow spec."""
+def compile_agent(doc: Any) -> CompiledGraph:
+    """Validate and compile any agent whose references are inline: a workflow, or a react
+    agent (its instructions as the system prompt, its inline tools and actors)."""
+    spec = validate_agent_document(doc)
+    return compile_spec(spec, react_config(spec) if spec.mode == "react" else None)
+
+
+def compile_spec(spec: AgentSpec, react: ReactConfig | None = None) -> CompiledGraph:
+    """Compile a validated spec. A react agent needs its ``react`` config (references
+    resolved, see ``react_config``): it becomes ``start → agent → end``."""
     if spec.mode != "workflow":
-        raise ValueError("only workflow agents compile to a graph; react agents run a loop")
-    nodes = {node.id: node for node in spec.nodes}
+        if react is None:
+            raise ValueError("a react agent compiles with its resolved config (react_config)")
+        return _graph(spec, *react_nodes(spec, react))
+    return _graph(spec, list(spec.nodes), list(spec.edges))
+
+
+def _graph(spec: AgentSpec, node_list: list[GraphNode], edges: list[Edge]) -> CompiledGraph:
+    nodes: dict[str, GraphNode] = {node.id: node for node in node_list}
     order = tuple(nodes)
-    scope_members, scope_of = _scopes(spec.nodes)
-    links = _links(spec, nodes)
+    scope_members, scope_of = _scopes(node_list)
+    links = _links(node_list, edges, nodes)
     outgoing: dict[str, list[Link]] = {n: [] for n in order}
     incoming: dict[str, list[Link]] = {n: [] for n in order}
     for link in links:
@@ -104,7 +124,7 @@ def compile_spec(spec: AgentSpec) -> CompiledGraph:
     }
     handler_of = {
         node.config.target_node_id: node.id
-        for node in spec.nodes
+        for node in node_list
         if isinstance(node, ErrorHandlerWorkflowNode)
     }
     return CompiledGraph(
@@ -116,12 +136,12 @@ def compile_spec(spec: AgentSpec) -> CompiledGraph:
         outgoing=MappingProxyType({k: tuple(v) for k, v in outgoing.items()}),
         incoming=MappingProxyType({k: tuple(v) for k, v in incoming.items()}),
         handler_of=MappingProxyType(handler_of),
-        start=next(n.id for n in spec.nodes if n.type == "start"),
-        ends=tuple(n.id for n in spec.nodes if n.type == "end"),
+        start=next(n.id for n in node_list if n.type == "start"),
+        ends=tuple(n.id for n in node_list if n.type == "end"),
     )
 
 
-def _scopes(nodes: list[WorkflowNode]) -> tuple[dict[str, list[str]], dict[str, str]]:
+def _scopes(nodes: list[GraphNode]) -> tuple[dict[str, list[str]], dict[str, str]]:
     """Members of every scope, in document order, and the scope of every node."""
     scope_of: dict[str, str] = {}
     for node in nodes:
@@ -145,12 +165,14 @@ def _scopes(nodes: list[WorkflowNode]) -> tuple[dict[str, list[str]], dict[str, 
     return members, scope_of
 
 
-def _links(spec: AgentSpec, nodes: dict[str, WorkflowNode]) -> list[Link]:
+def _links(
+    node_list: list[GraphNode], edges: list[Edge], nodes: dict[str, GraphNode]
+) -> list[Link]:
     links = [
         Link(e.source, e.target, "edge", i, e.condition if isinstance(e.condition, str) else None)
-        for i, e in enumerate(spec.edges)
+        for i, e in enumerate(edges)
     ]
-    for node in spec.nodes:
+    for node in node_list:
         if isinstance(node, ErrorHandlerWorkflowNode) and node.config.on_error == "fallback":
             fallback = node.config.fallback_node_id
             if isinstance(fallback, str) and fallback in nodes:

@@ -44,6 +44,7 @@ class RunState:
     parallels: dict[str, dict[str, Any]] = field(default_factory=dict)  # parallel key -> branches
     asked: dict[str, dict[str, Any]] = field(default_factory=dict)  # actor key -> arguments
     usage: dict[str, int] = field(default_factory=dict)  # model tokens so far, by kind
+    agents: dict[str, dict[str, Any]] = field(default_factory=dict)  # react node key -> loop
 
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self.__dict__)
@@ -87,6 +88,28 @@ class CallModel:
     prompt: str
     response_schema: dict[str, Any]
     reasoning_effort: str | None
+    frame: str = ""
+
+
+@dataclass(frozen=True)
+class CallChat:
+    """One model call of a react loop; answer with ``Done`` whose value is the assistant
+    message as JSON (``content``, ``tool_calls`` [{id, name, arguments}], ``reasoning``,
+    ``replay``, and ``parsed`` when ``response_schema`` is set). ``messages`` are the
+    transcript as JSON (roles user, assistant, tool); ``tools`` are {name, description,
+    parameters}."""
+
+    command_id: str
+    node_id: str
+    model_provider: str
+    model: str
+    system: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    response_schema: dict[str, Any] | None = None
+    reasoning_effort: str | None = None
+    max_output_tokens: int | None = None
+    options: dict[str, Any] | None = None
     frame: str = ""
 
 
@@ -147,6 +170,7 @@ class Fail:
 Command = (
     CallFunction
     | CallModel
+    | CallChat
     | AwaitInput
     | AwaitConfirmation
     | SleepUntil

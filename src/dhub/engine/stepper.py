@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from dhub.domain.nodes import ActorCallWorkflowNode, HumanInputWorkflowNode, StartWorkflowNode
-from dhub.engine import actions
+from dhub.engine import actions, react
 from dhub.engine.actions import NodeFailure
 from dhub.engine.compile import CompiledGraph, Link
 from dhub.engine.expressions import Expressions
+from dhub.engine.react import AgentNode
 from dhub.engine.state import (
     AwaitConfirmation,
     AwaitInput,
@@ -113,7 +114,13 @@ class Stepper:
         if key is None:
             return Step(state, [], [])  # a command abandoned earlier: nothing to do
         frame, node_id = _split(state, key)
-        if isinstance(event, Woke):
+        node = self.graph.nodes[node_id]
+        if isinstance(node, AgentNode) and not isinstance(event, Woke):
+            try:
+                react.on_event(walk, event, frame, node)
+            except NodeFailure as failure:
+                walk.on_failure(frame, node_id, failure)
+        elif isinstance(event, Woke):
             self._woke(walk, event, frame, node_id)
         elif isinstance(event, InputGiven):
             self._answered(walk, event, frame, node_id)
@@ -142,8 +149,10 @@ class Stepper:
             failure = NodeFailure(message, str(error.get("kind", "error")), details)
             walk.on_failure(frame, node_id, failure)
             return
+        node = walk.graph.nodes[node_id]
+        assert not isinstance(node, AgentNode)  # its events go to react.on_event
         try:
-            produced = actions.call_values(walk.graph.nodes[node_id], event.value)
+            produced = actions.call_values(node, event.value)
             if event.usage:
                 _count_usage(walk.state.usage, event.usage)
                 walk.succeed(frame, node_id, produced, usage=event.usage)

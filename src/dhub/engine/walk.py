@@ -32,7 +32,7 @@ from dhub.domain.nodes import (
     ToolCallWorkflowNode,
     VariableWorkflowNode,
 )
-from dhub.engine import actions
+from dhub.engine import actions, react
 from dhub.engine.actions import Evaluate, NodeFailure, Scope
 from dhub.engine.containers import Containers
 from dhub.engine.state import (
@@ -441,6 +441,7 @@ class Walk:
 
     # node type -> how it runs (error handlers never run: they are consulted on failures)
     _runners: ClassVar[dict[str, Callable[[Walk, str, Any, Evaluate], None]]] = {
+        "agent": lambda walk, frame, node, _: react.begin(walk, frame, node),
         "start": _start,
         "end": _end,
         "template": _template,

@@ -27,6 +27,7 @@ from dhub.engine.compile import CompiledGraph
 from dhub.engine.state import (
     AwaitConfirmation,
     AwaitInput,
+    CallChat,
     CallFunction,
     CallModel,
     Cancel,
@@ -50,7 +51,7 @@ from dhub.runtime.ports import Clock, FunctionPort, HumanPort, Live, ModelPort, 
 
 Observer = Callable[[dict[str, Any]], None]
 Journal = Callable[[Step], Awaitable[None]]  # persists a step; the run waits for it
-Task = CallFunction | CallModel | SleepUntil | AwaitInput | AwaitConfirmation
+Task = CallFunction | CallModel | CallChat | SleepUntil | AwaitInput | AwaitConfirmation
 
 
 @dataclass(frozen=True)
@@ -216,7 +217,7 @@ class _Execution:
     def _spawn(self, command: Command, problem: str | None = None) -> None:
         if not isinstance(command, Task):
             raise TypeError(f"the executor cannot perform {type(command).__name__}")
-        busy = isinstance(command, CallFunction | CallModel)
+        busy = isinstance(command, CallFunction | CallModel | CallChat)
         self._busy += busy
         if isinstance(command, AwaitInput):
             self._asks[node_key(command.frame, command.node_id)] = command
@@ -247,6 +248,9 @@ class _Execution:
             return dataclasses.replace(done, command_id=command.command_id)
         if isinstance(command, CallModel):
             reply = await ports.model.complete(command, self._live)
+            return Done(command.command_id, True, reply.value, usage=reply.usage)
+        if isinstance(command, CallChat):
+            reply = await ports.model.chat(command, self._live)
             return Done(command.command_id, True, reply.value, usage=reply.usage)
         if isinstance(command, SleepUntil):
             await ports.clock.sleep_until(command.at)
@@ -307,6 +311,7 @@ def _crash(command: Task, exc: Exception) -> dict[str, Any]:
     port = {
         CallFunction: "function",
         CallModel: "model",
+        CallChat: "model",
         SleepUntil: "clock",
         AwaitInput: "human",
         AwaitConfirmation: "human",

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dhub.engine.state import CallModel
+from dhub.engine.state import CallChat, CallModel
 from dhub.providers.errors import ProviderError
 from dhub.providers.registry import Providers
-from dhub.providers.types import Delta, Message, ModelRequest, ToolCallDelta
+from dhub.providers.types import Delta, Message, ModelRequest, ToolCall, ToolCallDelta, ToolSpec
 from dhub.runtime.ports import Live, ModelAnswer, PortError
 
 
@@ -34,6 +34,28 @@ class ProviderModel:
             value = response.parsed
         return ModelAnswer(value, response.usage.as_json())
 
+    async def chat(self, request: CallChat, live: Live | None = None) -> ModelAnswer:
+        try:
+            client = self.providers.client(request.model_provider, request.model)
+            response = await client.complete(
+                chat_request(request), None if live is None else _relay(request, live)
+            )
+        except ProviderError as exc:
+            raise PortError(exc.kind, str(exc), exc.details()) from exc
+        message = response.message
+        value: dict[str, Any] = {
+            "content": message.content,
+            "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments}
+                           for c in message.tool_calls],
+        }  # fmt: skip
+        if message.reasoning:
+            value["reasoning"] = message.reasoning
+        if message.replay:
+            value["replay"] = dict(message.replay)
+        if request.response_schema is not None and not message.tool_calls:
+            value["parsed"] = response.parsed
+        return ModelAnswer(value, response.usage.as_json())
+
     async def close(self) -> None:
         await self.providers.aclose()
 
@@ -48,7 +70,36 @@ def model_request(request: CallModel) -> ModelRequest:
     )
 
 
-def _relay(request: CallModel, live: Live) -> Callable[[Delta], None]:
+def chat_request(request: CallChat) -> ModelRequest:
+    """A react loop's call: the transcript (JSON, as the engine keeps it) as messages."""
+    return ModelRequest(
+        model=request.model,
+        messages=tuple(_message(m) for m in request.messages),
+        system=request.system,
+        tools=tuple(ToolSpec(t["name"], t.get("description", ""), t.get("parameters") or
+                             {"type": "object", "properties": {}}) for t in request.tools),
+        response_schema=request.response_schema,
+        reasoning_effort=request.reasoning_effort,  # type: ignore[arg-type]
+        max_output_tokens=request.max_output_tokens,
+        options=request.options or {},
+    )  # fmt: skip
+
+
+def _message(raw: dict[str, Any]) -> Message:
+    calls = tuple(ToolCall(str(c["id"]), str(c["name"]), dict(c.get("arguments") or {}))
+                  for c in raw.get("tool_calls") or ())  # fmt: skip
+    return Message(
+        role=raw["role"],
+        content=str(raw.get("content") or ""),
+        tool_calls=calls,
+        tool_call_id=raw.get("tool_call_id"),
+        is_error=bool(raw.get("is_error", False)),
+        reasoning=str(raw.get("reasoning") or ""),
+        replay=dict(raw.get("replay") or {}),
+    )
+
+
+def _relay(request: CallModel | CallChat, live: Live) -> Callable[[Delta], None]:
     base: dict[str, Any] = {"type": "llm.delta", "node_id": request.node_id,
                             "call": request.command_id}  # fmt: skip
     if request.frame:

@@ -16,7 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from dhub.engine.state import AwaitConfirmation, AwaitInput, CallFunction, CallModel, Done
+from dhub.engine.state import (
+    AwaitConfirmation,
+    AwaitInput,
+    CallChat,
+    CallFunction,
+    CallModel,
+    Done,
+)
 from dhub.sandbox.runner import FunctionCall, SandboxRunner
 from dhub.sandbox.worker import FunctionResult
 
@@ -110,14 +117,26 @@ class ModelPort(Protocol):
         failure."""
         ...
 
+    async def chat(self, request: CallChat, live: Live | None = None) -> ModelAnswer:
+        """A react loop's model call: the assistant message as JSON (content, tool_calls,
+        reasoning, replay, parsed). Raise PortError for an expected failure."""
+        ...
+
 
 class NoModel:
     """The model port of a process that runs no llm nodes (tests, benchmarks)."""
 
     async def complete(self, request: CallModel, live: Live | None = None) -> ModelAnswer:
-        raise PortError(
+        raise self._none(request)
+
+    async def chat(self, request: CallChat, live: Live | None = None) -> ModelAnswer:
+        raise self._none(request)
+
+    @staticmethod
+    def _none(request: CallModel | CallChat) -> PortError:
+        return PortError(
             "no_provider",
-            f"llm node '{request.node_id}' needs model provider '{request.model_provider}' "
+            f"node '{request.node_id}' needs model provider '{request.model_provider}' "
             f"(model '{request.model}'), and this process has no model providers",
         )
 

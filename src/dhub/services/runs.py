@@ -21,10 +21,11 @@ from dhub.access.principal import Principal
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.nodes import InputField
-from dhub.engine.compile import CompiledGraph, compile_document
+from dhub.engine.compile import CompiledGraph, compile_agent
 from dhub.engine.state import CancelRun, RunState
 from dhub.engine.stepper import Stepper
 from dhub.engine.values import InputError, check_submission
+from dhub.providers.types import EFFORTS
 from dhub.runtime import checkpoints
 from dhub.runtime.durable import RunExecutor, start_state
 from dhub.runtime.ports import Answer, Decision
@@ -59,7 +60,7 @@ class Graphs:
         key = (agent_id, version)
         graph = self._cache.get(key)
         if graph is None:
-            graph = compile_document(orjson.loads(document))
+            graph = compile_agent(orjson.loads(document))
             self._cache[key] = graph
             while len(self._cache) > _GRAPHS_CACHED:
                 self._cache.popitem(last=False)
@@ -115,8 +116,9 @@ class RunService:
         executor.listen(self.hub.notify)
 
     async def start(self, who: Principal, agent_id: str, body: Any) -> store.RunRecord:
-        inputs, version = _start_body(body)
-        return await self.launch(who, agent_id, inputs, version, None, {})
+        inputs, version, effort = _start_body(body)
+        extra = {"reasoning_effort": effort} if effort is not None else {}
+        return await self.launch(who, agent_id, inputs, version, None, extra)
 
     async def start_event(
         self, who: Principal, agent_id: str, body: Any
@@ -157,12 +159,9 @@ class RunService:
         this run is."""
         record, document = await self.agents.for_run(who, agent_id, version)
         version = version or record.version
-        if orjson.loads(document).get("mode") != "workflow":
-            raise InvalidInput(
-                [FieldError("", "Only workflow agents run on the server yet; react agents "
-                            "arrive with the react runtime.", "unsupported_mode")]
-            )  # fmt: skip
         graph = self.graphs.put(agent_id, version, document)
+        if chat is not None and graph.spec.mode == "react":
+            sys_extra = {**sys_extra, "history": await self._history(chat[0])}
         if chat is not None and "message" in _start_variables(graph):
             inputs = {**inputs, "message": sys_extra.get("message", "")}
         try:
@@ -202,6 +201,12 @@ class RunService:
                 await chats.add_message(conn, chat[0], "user", message, run.id, at)
         self.executor.start(run, context, conversation)
         return run
+
+    async def _history(self, conversation_id: str) -> list[dict[str, Any]]:
+        """A react chat turn's earlier messages, oldest first."""
+        async with self.db.read() as conn:
+            found = await chats.messages(conn, conversation_id)
+        return [{"role": m.role, "content": m.content} for m in found]
 
     async def get(self, who: Principal, run_id: str) -> store.RunRecord:
         async with self.db.read() as conn:
@@ -383,11 +388,11 @@ def _event_body(body: Any) -> tuple[str, dict[str, Any], str | None]:
     return str(kind), payload, key
 
 
-def _start_body(body: Any) -> tuple[dict[str, Any], int | None]:
+def _start_body(body: Any) -> tuple[dict[str, Any], int | None, str | None]:
     if not isinstance(body, dict):
         raise InvalidInput([FieldError("", "The body should be an object: "
                                        '{"inputs": {...}, "version": n}.', "type")])  # fmt: skip
-    unknown = sorted(set(body) - {"inputs", "version", "stream"})
+    unknown = sorted(set(body) - {"inputs", "version", "stream", "reasoning_effort"})
     errors = [FieldError(f"/{k}", f"Unknown field '{k}'.", "unknown_field") for k in unknown]
     inputs = body.get("inputs", {})
     if not isinstance(inputs, dict):
@@ -396,9 +401,13 @@ def _start_body(body: Any) -> tuple[dict[str, Any], int | None]:
     if version is not None and (not isinstance(version, int) or isinstance(version, bool)
                                 or version < 1):  # fmt: skip
         errors.append(FieldError("/version", "version should be a whole number >= 1.", "type"))
+    effort = body.get("reasoning_effort")
+    if effort is not None and effort not in EFFORTS:
+        errors.append(FieldError("/reasoning_effort", "reasoning_effort should be one of "
+                                 f"{', '.join(EFFORTS)} (or null).", "enum"))  # fmt: skip
     if errors:
         raise InvalidInput(errors)
-    return inputs, version
+    return inputs, version, effort
 
 
 def _encode(run_id: str) -> str:

@@ -57,6 +57,7 @@ class StartRun(BaseModel):
     inputs: dict[str, Any] = {}
     version: int | None = None
     stream: bool = False
+    reasoning_effort: str | None = None  # a react agent's, for this run
 
 
 def run_json(run: RunRecord) -> dict[str, Any]:

@@ -1,0 +1,117 @@
+"""A react agent's spec made runnable: its tools as ``ReactTool`` s, its graph's three nodes.
+
+Stored references (tools, actors, roles and prompts by id) are resolved before this, by the
+service that loads agents (it needs the database); what arrives here is inline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dhub.domain.agent import AgentSpec
+from dhub.domain.functions import AgentActorConfig, AgentToolConfig
+from dhub.domain.nodes import (
+    Edge,
+    EndConfig,
+    EndOutput,
+    EndWorkflowNode,
+    StartConfig,
+    StartVariable,
+    StartWorkflowNode,
+)
+from dhub.engine.actions import function_parameters
+from dhub.engine.react import SET_VARIABLE, AgentNode, ReactConfig, ReactTool
+
+DEFAULT_TIMEOUT = 30.0
+_EMPTY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
+_VARIABLE_TYPES = ("string", "number", "boolean", "object", "array")
+
+
+def react_config(
+    spec: AgentSpec,
+    system: str | None = None,
+    tools: Sequence[AgentToolConfig | str] | None = None,
+    actors: Sequence[AgentActorConfig] | None = None,
+) -> ReactConfig:
+    """The loop's config. ``system``, ``tools`` and ``actors`` are the resolved ones (prompts
+    rendered, references replaced by their stored configs); by default the spec's own, which
+    must then be inline."""
+    agent = spec.agent
+    if agent is None:
+        raise ValueError("a react agent needs its 'agent' config")
+    tool_items: list[Any] = list(agent.tools) if tools is None else list(tools)
+    actor_items: list[Any] = list(agent.actors) if actors is None else list(actors)
+    built = [_tool(item, "tool") for item in tool_items]
+    built += [_tool(item, "actor") for item in actor_items]
+    variables = tuple(v.name for v in spec.conversations)
+    if variables and not any(t.name == SET_VARIABLE for t in built):
+        built.append(_set_variable(variables))
+    return ReactConfig(
+        system=agent.instructions if system is None else system,
+        model_provider=agent.model_provider,
+        model=agent.model,
+        tools=tuple(built),
+        max_iterations=agent.max_iterations,
+        outputs=dict(agent.outputs) if agent.outputs else None,
+        reasoning_effort=agent.reasoning_effort,
+        options=dict(agent.options or {}),
+        conversation_variables=variables,
+    )
+
+
+def _tool(item: Any, kind: str) -> ReactTool:
+    if isinstance(item, str) and item == SET_VARIABLE:
+        return ReactTool(SET_VARIABLE, "", _EMPTY_OBJECT, "builtin")
+    if not isinstance(item, AgentToolConfig | AgentActorConfig):
+        raise ValueError(
+            f"{kind} {item!r} is a reference: resolve the agent's stored references first"
+        )
+    function = item.function
+    options = dict(item.options)
+    timeout = options.get("timeout")
+    parameters = function_parameters(function.source, item.name, dict(function.inputs))
+    return ReactTool(
+        name=item.name,
+        description=item.description,
+        parameters=parameters or _EMPTY_OBJECT,
+        kind="actor" if isinstance(item, AgentActorConfig) else "tool",
+        confirm=isinstance(item, AgentActorConfig) and item.confirmation_policy == "confirm",
+        source=function.source,
+        entry=item.name,
+        timeout=float(timeout) if isinstance(timeout, int | float) else DEFAULT_TIMEOUT,
+        dependencies=tuple(function.dependencies),
+        network=options.get("network") is True,
+        outputs=dict(function.outputs) or None,
+        decorators=tuple(d.model_dump(mode="json") for d in function.decorators),
+    )
+
+
+def _set_variable(variables: tuple[str, ...]) -> ReactTool:
+    parameters = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "enum": list(variables)},
+            "value": {"description": "The variable's new value."},
+        },
+        "required": ["name", "value"],
+    }
+    return ReactTool(SET_VARIABLE, "Remember a value in a conversation variable, kept for "
+                     "the conversation's later turns.", parameters, "builtin")  # fmt: skip
+
+
+def react_nodes(spec: AgentSpec, config: ReactConfig) -> tuple[list[Any], list[Edge]]:
+    """``start → agent → end``: ``message`` is the optional start input (a run started through
+    the API; chat and events give the task in ``sys``), ``answer`` the only output."""
+    answer_type = "string"
+    if config.outputs is not None:
+        declared = config.outputs.get("type")
+        answer_type = declared if declared in _VARIABLE_TYPES else "object"
+    start = StartWorkflowNode(id="start", type="start", config=StartConfig(variables=[
+        StartVariable(name="message", type="string", required=False,
+                      description="What to do (the user's message).")]))  # fmt: skip
+    end = EndWorkflowNode(id="end", type="end", config=EndConfig(outputs=[
+        EndOutput(name="answer", type=answer_type, value="{{ answer }}")]))  # type: ignore[arg-type]  # fmt: skip
+    nodes: list[Any] = [start, AgentNode("agent", config), end]
+    edges = [Edge(source="start", target="agent"), Edge(source="agent", target="end")]
+    return nodes, edges
