@@ -20,6 +20,8 @@ class Settings:
     run_lease_seconds: float = 30.0
     # Model providers: DHUB_OPENAI_API_KEY, DHUB_ANTHROPIC_API_KEY, DHUB_PROVIDERS_FILE, ...
     providers: ProvidersConfig = field(default_factory=ProvidersConfig)
+    # A react agent's max_input_tokens when it sets none (always capped at the model's window).
+    default_max_input_tokens: int = 32_000
 
     @classmethod
     def from_env(
@@ -38,6 +40,7 @@ class Settings:
             examples_dir=Path(examples) if examples else None,
             run_lease_seconds=float(os.environ.get("DHUB_RUN_LEASE_SECONDS") or 30),
             providers=ProvidersConfig.from_env(),
+            default_max_input_tokens=int(os.environ.get("DHUB_DEFAULT_MAX_INPUT_TOKENS") or 32_000),
         )
 
 

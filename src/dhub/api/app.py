@@ -49,8 +49,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         auth = Authenticator(db)
         agent_service = AgentService(db)
         sandbox = SandboxRunner(SandboxSettings.from_env(settings.data_dir))
-        graphs = Graphs(db)
         providers = Providers.from_config(settings.providers)
+        graphs = Graphs(db, providers.budget(settings.default_max_input_tokens))
         executor = RunExecutor(
             db,
             graphs,

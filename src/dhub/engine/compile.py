@@ -13,6 +13,7 @@ skipped, and a node joining the normal and the fallback paths runs exactly once 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Literal
@@ -82,11 +83,20 @@ def compile_document(doc: Any) -> CompiledGraph:
     return compile_spec(validate_agent_document(doc))
 
 
-def compile_agent(doc: Any) -> CompiledGraph:
+Budget = Callable[[str, str, int | None], int]  # provider, model, max_input_tokens -> budget
+
+
+def compile_agent(doc: Any, budget: Budget | None = None) -> CompiledGraph:
     """Validate and compile any agent whose references are inline: a workflow, or a react
-    agent (its instructions as the system prompt, its inline tools and actors)."""
+    agent (its instructions as the system prompt, its inline tools and actors; ``budget``
+    gives its input-token budget, and with it compaction)."""
     spec = validate_agent_document(doc)
-    return compile_spec(spec, react_config(spec) if spec.mode == "react" else None)
+    if spec.mode != "react" or spec.agent is None:
+        return compile_spec(spec)
+    agent = spec.agent
+    tokens = None if budget is None else budget(agent.model_provider, agent.model,
+                                                agent.max_input_tokens)  # fmt: skip
+    return compile_spec(spec, react_config(spec, budget=tokens))
 
 
 def compile_spec(spec: AgentSpec, react: ReactConfig | None = None) -> CompiledGraph:

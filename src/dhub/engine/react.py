@@ -17,9 +17,11 @@ performed again, whatever restarts.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from dhub.engine import compaction
 from dhub.engine.actions import NodeFailure
 from dhub.engine.state import (
     AwaitConfirmation,
@@ -76,6 +78,7 @@ class ReactConfig:
     reasoning_effort: str | None = None
     options: dict[str, Any] = field(default_factory=dict)
     conversation_variables: tuple[str, ...] = ()
+    compaction: compaction.Settings | None = None  # None: no budget is known
 
     def tool(self, name: str) -> ReactTool | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -100,6 +103,8 @@ def begin(walk: Walk, frame: str, node: AgentNode) -> None:
                                                                    walk.state.inputs)}],
         "iteration": 0, "calls": [], "asking": None, "repaired": False, "usage": {},
     }  # fmt: skip
+    if isinstance(summary := walk.state.sys.get("summary"), str) and summary:
+        loop["summary"] = summary  # a chat's earlier turns, compacted by an earlier run
     walk.state.agents[key] = loop
     _ask(walk, frame, node, loop)
 
@@ -130,6 +135,10 @@ def on_event(
             raise ValueError(f"command {event.command_id} is a model call")
         loop["asking"] = None
         return _answered(walk, frame, node, loop, event)
+    if event.command_id == (loop.get("compacting") or {}).get("command"):
+        if not isinstance(event, Done):
+            raise ValueError(f"command {event.command_id} is a model call")
+        return _summarized(walk, frame, node, loop, event)
     call = next((c for c in loop["calls"] if c.get("command") == event.command_id), None)
     if call is None:
         raise ValueError(f"command {event.command_id} belongs to no call of '{node.id}'")
@@ -151,36 +160,116 @@ def _ask(walk: Walk, frame: str, node: AgentNode, loop: dict[str, Any]) -> None:
             "a final answer; its transcript is kept in the run's state",
             "max_iterations",
         )
+    system = _system(config, walk.state.conversation, loop.get("summary"))
+    tools = [t.definition() for t in config.tools]
+    if config.compaction is not None and _compact(walk, frame, node, loop, system, tools):
+        return  # the summary is being written: the call is made when it is in
     loop["iteration"] += 1
+    loop["estimate"] = compaction.count_request(system, loop["messages"], tools)
     command_id = walk.wait_on(frame, node.id, "running")
     loop["asking"] = command_id
     walk.commands.append(
         CallChat(
-            command_id, node.id, config.model_provider, config.model,
-            _system(config, walk.state.conversation), list(loop["messages"]),
-            [t.definition() for t in config.tools], config.outputs,
+            command_id, node.id, config.model_provider, config.model, system,
+            list(loop["messages"]), tools, config.outputs,
             walk.state.sys.get("reasoning_effort") or config.reasoning_effort,
             None, dict(config.options) or None, frame,
         )
     )  # fmt: skip
 
 
-def _system(config: ReactConfig, conversation: dict[str, Any]) -> str:
-    """The system prompt, with the conversation's variables as they are now."""
+def _system(config: ReactConfig, conversation: dict[str, Any], summary: str | None) -> str:
+    """The system prompt, with the conversation's variables as they are now and the summary
+    of the turns compacted so far."""
+    system = compaction.with_summary(config.system, summary)
     if not config.conversation_variables:
-        return config.system
+        return system
     lines = [f"- {name}: {json.dumps(conversation.get(name), ensure_ascii=False)}"
              for name in config.conversation_variables]  # fmt: skip
     return (
-        f"{config.system}\n\nConversation variables (change them with the "
+        f"{system}\n\nConversation variables (change them with the "
         f"{SET_VARIABLE} tool):\n" + "\n".join(lines)
     )
+
+
+# -- the budget --------------------------------------------------------------------------------
+
+
+def _compact(
+    walk: Walk, frame: str, node: AgentNode, loop: dict[str, Any], system: str,
+    tools: list[dict[str, Any]],
+) -> bool:  # fmt: skip
+    """Fit the transcript into the budget before a call. True when a summary was asked for
+    (the call waits for it); raises when even the last turn alone does not fit."""
+    settings = node.config.compaction
+    assert settings is not None
+    ratio = float(loop.get("ratio", 1.0))
+    cut = compaction.plan(system, loop["messages"], tools, settings, ratio)
+    if cut is not None and cut.count > 0:
+        if settings.enabled:
+            command_id = walk.wait_on(frame, node.id, "running")
+            loop["compacting"] = {"command": command_id, "count": cut.count,
+                                  "before": cut.before}  # fmt: skip
+            walk.commands.append(CallChat(
+                command_id, node.id, node.config.model_provider, node.config.model,
+                compaction.SUMMARY_SYSTEM,
+                compaction.summary_request(loop["messages"][: cut.count], loop.get("summary")),
+                [], None, "none", settings.summary_max_tokens, None, frame,
+            ))  # fmt: skip
+            return True
+        del loop["messages"][: cut.count]
+        walk.trace("compaction.applied", frame, node.id, mode="dropped", removed=cut.count,
+                   before=cut.before, after=cut.after, budget=settings.budget)  # fmt: skip
+    _check_fits(node, loop, system, tools, ratio)
+    return False
+
+
+def _summarized(walk: Walk, frame: str, node: AgentNode, loop: dict[str, Any], event: Done) -> None:
+    settings = node.config.compaction
+    assert settings is not None
+    plan = loop.pop("compacting")
+    if event.usage:
+        _count(loop["usage"], event.usage)
+        _count(walk.state.usage, event.usage)
+    del loop["messages"][: plan["count"]]
+    detail: dict[str, Any] = {"removed": plan["count"], "before": plan["before"],
+                              "budget": settings.budget}  # fmt: skip
+    if event.ok and str((event.value or {}).get("content") or "").strip():
+        loop["summary"] = str(event.value["content"]).strip()
+        detail.update(mode="summarized", summary_tokens=(event.usage or {}).get("output_tokens"))
+    else:  # no summary: the turns are dropped all the same, and the event says why
+        detail.update(mode="dropped", error=(event.error or {}).get("message", "empty summary"))
+    system = _system(node.config, walk.state.conversation, loop.get("summary"))
+    tools = [t.definition() for t in node.config.tools]
+    ratio = float(loop.get("ratio", 1.0))
+    detail["after"] = math.ceil(compaction.count_request(system, loop["messages"], tools) * ratio)
+    walk.trace("compaction.applied", frame, node.id, **detail)
+    _ask(walk, frame, node, loop)
+
+
+def _check_fits(
+    node: AgentNode, loop: dict[str, Any], system: str, tools: list[dict[str, Any]],
+    ratio: float,
+) -> None:  # fmt: skip
+    settings = node.config.compaction
+    assert settings is not None
+    size = math.ceil(compaction.count_request(system, loop["messages"], tools) * ratio)
+    if size > settings.budget:
+        raise NodeFailure(
+            f"the request needs about {size} input tokens and max_input_tokens is "
+            f"{settings.budget}: even with the older turns compacted, the system prompt, the "
+            "tools and the current turn do not fit; raise max_input_tokens or shorten them",
+            "budget_exceeded",
+        )
 
 
 def _answered(walk: Walk, frame: str, node: AgentNode, loop: dict[str, Any], event: Done) -> None:
     if event.usage:
         _count(loop["usage"], event.usage)
         _count(walk.state.usage, event.usage)
+        reported, estimate = event.usage.get("input_tokens"), loop.get("estimate")
+        if not event.usage.get("estimated") and isinstance(reported, int) and estimate:
+            loop["ratio"] = reported / estimate  # this model's tokenizer, for the budget
     if not event.ok:
         return _model_failed(walk, frame, node, loop, event.error or {})
     message = dict(event.value or {})

@@ -6,10 +6,11 @@ service that loads agents (it needs the database); what arrives here is inline.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from dhub.domain.agent import AgentSpec
+from dhub.domain.agent import AgentCompaction, AgentSpec
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig
 from dhub.domain.nodes import (
     Edge,
@@ -20,6 +21,7 @@ from dhub.domain.nodes import (
     StartVariable,
     StartWorkflowNode,
 )
+from dhub.engine import compaction
 from dhub.engine.actions import function_parameters
 from dhub.engine.react import SET_VARIABLE, AgentNode, ReactConfig, ReactTool
 
@@ -33,10 +35,13 @@ def react_config(
     system: str | None = None,
     tools: Sequence[AgentToolConfig | str] | None = None,
     actors: Sequence[AgentActorConfig] | None = None,
+    budget: int | None = None,
 ) -> ReactConfig:
     """The loop's config. ``system``, ``tools`` and ``actors`` are the resolved ones (prompts
     rendered, references replaced by their stored configs); by default the spec's own, which
-    must then be inline."""
+    must then be inline. ``budget`` is the input-token budget that applies (the agent's
+    ``max_input_tokens`` or the server's default, capped at the model's context window):
+    without one, nothing is compacted."""
     agent = spec.agent
     if agent is None:
         raise ValueError("a react agent needs its 'agent' config")
@@ -57,7 +62,21 @@ def react_config(
         reasoning_effort=agent.reasoning_effort,
         options=dict(agent.options or {}),
         conversation_variables=variables,
+        compaction=None if budget is None else _compaction(agent.compaction, budget),
     )
+
+
+def _compaction(given: AgentCompaction | None, budget: int) -> compaction.Settings:
+    """The agent's compaction settings over the server's defaults (compaction.Settings)."""
+    defaults = compaction.Settings(budget)
+    if given is None:
+        return defaults
+    chosen: dict[str, Any] = {
+        name: value
+        for name in ("enabled", "trigger_ratio", "target_ratio", "summary_max_tokens")
+        if (value := getattr(given, name)) is not None
+    }
+    return dataclasses.replace(defaults, **chosen)
 
 
 def _tool(item: Any, kind: str) -> ReactTool:

@@ -100,6 +100,19 @@ class Providers:
         """``max_input_tokens`` as it applies: never more than the model's context window."""
         return min(wanted, self.model(provider, model).context_window)
 
+    def budget(self, default: int) -> Callable[[str, str, int | None], int]:
+        """A react agent's budget: its ``max_input_tokens`` (or ``default``) capped at its
+        model's context window; uncapped for a provider not configured (its calls fail
+        anyway, saying what to set)."""
+
+        def budget(provider: str, model: str, wanted: int | None) -> int:
+            try:
+                return self.input_budget(provider, model, wanted or default)
+            except ProviderError:
+                return wanted or default
+
+        return budget
+
     async def aclose(self) -> None:
         for entry in self._entries.values():
             if entry.client is not None:

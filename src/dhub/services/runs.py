@@ -21,7 +21,7 @@ from dhub.access.principal import Principal
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.nodes import InputField
-from dhub.engine.compile import CompiledGraph, compile_agent
+from dhub.engine.compile import Budget, CompiledGraph, compile_agent
 from dhub.engine.state import CancelRun, RunState
 from dhub.engine.stepper import Stepper
 from dhub.engine.values import InputError, check_submission
@@ -52,15 +52,16 @@ class RunPage:
 class Graphs:
     """Compiled agent versions (a version never changes, so it compiles once)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, budget: Budget | None = None) -> None:
         self.db = db
+        self.budget = budget  # a react agent's input-token budget (compaction): see app.py
         self._cache: OrderedDict[tuple[str, int], CompiledGraph] = OrderedDict()
 
     def put(self, agent_id: str, version: int, document: str) -> CompiledGraph:
         key = (agent_id, version)
         graph = self._cache.get(key)
         if graph is None:
-            graph = compile_agent(orjson.loads(document))
+            graph = compile_agent(orjson.loads(document), self.budget)
             self._cache[key] = graph
             while len(self._cache) > _GRAPHS_CACHED:
                 self._cache.popitem(last=False)
