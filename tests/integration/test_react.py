@@ -271,3 +271,60 @@ async def test_the_support_fixture_looks_up_then_refunds_after_approval() -> Non
     lookup = next(m for m in model.requests[1].messages if m.role == "tool")
     assert json.loads(lookup.content) == {"order_id": "A-1001", "status": "shipped",
                                           "amount": 42.0}  # fmt: skip
+
+
+RESEARCHER = {
+    "name": "researcher", "description": "Looks facts up", "instructions": "You research.",
+    "tools": [tool("search", "def search(q: str) -> str:\n    return 'Paris is the capital'\n")],
+    "max_iterations": 2,
+}  # fmt: skip
+
+
+async def test_a_role_answers_through_the_parent_and_its_events_are_nested() -> None:
+    model = Model(
+        Reply(tool_calls=[call("researcher", {"task": "Capital of France?"}, "d1")]),
+        Reply(tool_calls=[call("search", {"q": "capital of France"}, "s1")]),
+        "Paris",
+        "The capital of France is Paris.",
+    )
+    result = await run(agent(roles=[RESEARCHER]), model, message="What is France's capital?")
+    assert result.outputs == {"answer": "The capital of France is Paris."}, result.error
+    parent, delegate, delegate_again, parent_again = model.requests
+    assert {t.name for t in parent.tools} == {"researcher"}
+    assert parent.tools[0].parameters["required"] == ["task"]
+    assert delegate.system == "You research." and [t.name for t in delegate.tools] == ["search"]
+    assert [m.content for m in delegate.messages] == ["Capital of France?"]
+    assert delegate_again.messages[-1].content == "Paris is the capital"
+    assert parent_again.messages[-1].tool_call_id == "d1"
+    assert parent_again.messages[-1].content == "Paris"
+    trail = [(e["type"], e.get("delegate")) for e in result.events
+             if e["type"].startswith(("tool.", "agent."))]  # fmt: skip
+    assert trail == [
+        ("agent.message", None),
+        ("tool.called", None),
+        ("agent.delegated", "d1"),
+        ("agent.message", "d1"),
+        ("tool.called", "d1"),
+        ("tool.succeeded", "d1"),
+        ("agent.message", "d1"),
+        ("agent.answered", "d1"),
+        ("tool.succeeded", None),
+        ("agent.message", None),
+    ]
+    assert result.state.usage["input_tokens"] > 0
+
+
+async def test_a_delegate_that_runs_out_of_iterations_reports_to_its_caller() -> None:
+    search = {"q": "x"}
+    model = Model(
+        Reply(tool_calls=[call("researcher", {"task": "Dig forever"}, "d1")]),
+        Reply(tool_calls=[call("search", search, "s1")]),
+        Reply(tool_calls=[call("search", search, "s2")]),
+        "I could not find it.",
+    )
+    result = await run(agent(roles=[RESEARCHER]), model)
+    assert result.outputs == {"answer": "I could not find it."}, result.error
+    outcome = model.requests[3].messages[-1]
+    assert outcome.is_error and "researcher role could not finish (max_iterations)" in (
+        outcome.content
+    )

@@ -5,13 +5,17 @@ A react agent compiles to ``start → agent → end``: the ``agent`` node runs t
 saved steps, leases, resume, cancellation, parking while a person decides, the event log.
 
 The loop, as steps: ask the model (``CallChat`` with the transcript and the tool definitions);
-when it answers with tool calls, perform them — tools at once and concurrently
-(``CallFunction``), actors that need a person after their ``AwaitConfirmation`` — and when the
-last one is done, append the results in call order and ask again; when it answers without tool
-calls, that is the answer (checked against ``outputs`` when it is a schema: one repair, then a
-clear failure). ``max_iterations`` bounds the model calls. The transcript, the open calls and
-their results live in ``RunState.agents`` (plain JSON): a call whose result was saved is never
-performed again, whatever restarts.
+when it answers with tool calls, perform them (``react_calls``) and, when the last one is
+done, append the results in call order and ask again; when it answers without tool calls,
+that is the answer (checked against ``outputs`` when it is a schema: one repair, then a clear
+failure). ``max_iterations`` bounds the model calls; the budget (``compaction``) bounds what
+each call is sent. A *role* is a delegate: calling it runs a nested loop with its own config
+and iteration budget, whose answer is the call's result; its events carry ``delegate`` (the
+path of call ids that led to it).
+
+Everything lives in ``RunState.agents[node key]`` as plain JSON: the top loop, its delegates'
+loops under ``subs``, and ``routes`` (command id → loop path) to hand each result to its loop.
+A call whose result was saved is never performed again, whatever restarts.
 """
 
 from __future__ import annotations
@@ -23,29 +27,26 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from dhub.engine import compaction
 from dhub.engine.actions import NodeFailure
-from dhub.engine.state import (
-    AwaitConfirmation,
-    CallChat,
-    CallFunction,
-    Confirmed,
-    Done,
-    InputGiven,
-    Woke,
-    node_key,
-)
+from dhub.engine.state import CallChat, Confirmed, Done, InputGiven, Woke, node_key
 
 if TYPE_CHECKING:
     from dhub.engine.walk import Walk
 
-ToolKind = Literal["tool", "actor", "builtin"]
+ToolKind = Literal["tool", "actor", "builtin", "role"]
 SET_VARIABLE = "set_conversation_variable"
 MAX_RESULT_CHARS = 20_000  # a tool result longer than this is cut for the model (not the log)
+ROLE_PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"task": {"type": "string", "description": "What to do, with everything "
+                                                             "needed to do it."}},
+    "required": ["task"],
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class ReactTool:
     """What the model may call. ``kind`` tool runs at once, actor after a person's yes when
-    ``confirm``; builtin is performed by the engine itself."""
+    ``confirm``; builtin is performed by the engine itself; role runs a delegate's loop."""
 
     name: str
     description: str
@@ -67,7 +68,8 @@ class ReactTool:
 
 @dataclass(frozen=True)
 class ReactConfig:
-    """A react agent resolved for running: its system prompt rendered, its tools inline."""
+    """A react agent (or a role) resolved for running: its system prompt rendered, its tools
+    inline, its roles with their own configs."""
 
     system: str
     model_provider: str
@@ -79,9 +81,23 @@ class ReactConfig:
     options: dict[str, Any] = field(default_factory=dict)
     conversation_variables: tuple[str, ...] = ()
     compaction: compaction.Settings | None = None  # None: no budget is known
+    roles: tuple[ReactRole, ...] = ()
 
     def tool(self, name: str) -> ReactTool | None:
         return next((t for t in self.tools if t.name == name), None)
+
+    def role(self, name: str) -> ReactConfig:
+        return next(r.config for r in self.roles if r.name == name)
+
+    def definitions(self) -> list[dict[str, Any]]:
+        return [t.definition() for t in self.tools]
+
+
+@dataclass(frozen=True)
+class ReactRole:
+    name: str
+    description: str
+    config: ReactConfig
 
 
 @dataclass(frozen=True)
@@ -93,20 +109,50 @@ class AgentNode:
     type: Literal["agent"] = "agent"
 
 
+@dataclass
+class Loop:
+    """One loop being stepped: the top one (``path`` "") or a delegate's. ``data`` is its
+    JSON in the run state."""
+
+    walk: Walk
+    frame: str
+    node: AgentNode
+    top: dict[str, Any]
+    path: str
+    data: dict[str, Any]
+    config: ReactConfig
+
+    def issue(self, mark: str = "running") -> str:
+        """A new command id for this loop, routed back to it."""
+        command_id = self.walk.wait_on(self.frame, self.node.id, mark)
+        self.top["routes"][command_id] = self.path
+        return command_id
+
+    def trace(self, kind: str, **detail: Any) -> None:
+        if self.path:
+            detail["delegate"] = self.path
+        self.walk.trace(kind, self.frame, self.node.id, **detail)
+
+    def parent(self) -> Loop:
+        path, _, _ = self.path.rpartition("/")
+        return _loop_at(self.walk, self.frame, self.node, self.top, path)
+
+
+def new_loop(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    return {"messages": messages, "iteration": 0, "calls": [], "asking": None,
+            "repaired": False, "usage": {}, "subs": {}, **extra}  # fmt: skip
+
+
 def begin(walk: Walk, frame: str, node: AgentNode) -> None:
-    """Start the loop with the run's task: the chat message, the ``message`` input, or the
-    event that started the run."""
-    key = node_key(frame, node.id)
+    """Start the loop with the run's task: the chat message, the event, or the ``message``
+    input, after the chat's earlier turns (``sys.history``, ``sys.summary``)."""
     history = list(walk.state.sys.get("history") or [])
-    loop: dict[str, Any] = {
-        "messages": [*history, {"role": "user", "content": task_of(walk.state.sys,
-                                                                   walk.state.inputs)}],
-        "iteration": 0, "calls": [], "asking": None, "repaired": False, "usage": {},
-    }  # fmt: skip
+    task = {"role": "user", "content": task_of(walk.state.sys, walk.state.inputs)}
+    top = new_loop([*history, task], routes={})
     if isinstance(summary := walk.state.sys.get("summary"), str) and summary:
-        loop["summary"] = summary  # a chat's earlier turns, compacted by an earlier run
-    walk.state.agents[key] = loop
-    _ask(walk, frame, node, loop)
+        top["summary"] = summary  # a chat's earlier turns, compacted by an earlier run
+    walk.state.agents[node_key(frame, node.id)] = top
+    ask(Loop(walk, frame, node, top, "", top, node.config))
 
 
 def task_of(sys: dict[str, Any], inputs: dict[str, Any]) -> str:
@@ -126,65 +172,73 @@ def task_of(sys: dict[str, Any], inputs: dict[str, Any]) -> str:
 def on_event(
     walk: Walk, event: Done | Woke | InputGiven | Confirmed, frame: str, node: AgentNode
 ) -> None:
-    """A result for one of the loop's commands."""
-    key = node_key(frame, node.id)
-    loop = walk.state.agents[key]
+    """A result for one of the loop's commands (or of a delegate's)."""
+    from dhub.engine import react_calls
+
+    top = walk.state.agents[node_key(frame, node.id)]
     del walk.state.pending[event.command_id]
-    if event.command_id == loop["asking"]:
+    path = top["routes"].pop(event.command_id, "")
+    loop = _loop_at(walk, frame, node, top, path)
+    data = loop.data
+    if event.command_id == data["asking"]:
         if not isinstance(event, Done):
             raise ValueError(f"command {event.command_id} is a model call")
-        loop["asking"] = None
-        return _answered(walk, frame, node, loop, event)
-    if event.command_id == (loop.get("compacting") or {}).get("command"):
+        data["asking"] = None
+        return _answered(loop, event)
+    if event.command_id == (data.get("compacting") or {}).get("command"):
         if not isinstance(event, Done):
             raise ValueError(f"command {event.command_id} is a model call")
-        return _summarized(walk, frame, node, loop, event)
-    call = next((c for c in loop["calls"] if c.get("command") == event.command_id), None)
-    if call is None:
-        raise ValueError(f"command {event.command_id} belongs to no call of '{node.id}'")
-    if isinstance(event, Confirmed):
-        _decided(walk, frame, node, call, event)
-    elif isinstance(event, Done):
-        _finished(walk, frame, node.id, call, event)
-    _next_turn_if_done(walk, frame, node, loop)
+        return _summarized(loop, event)
+    react_calls.on_result(loop, event)
+    return None
+
+
+def _loop_at(walk: Walk, frame: str, node: AgentNode, top: dict[str, Any], path: str) -> Loop:
+    data, config = top, node.config
+    for call_id in path.split("/") if path else ():
+        data = data["subs"][call_id]
+        config = config.role(data["role"])
+    return Loop(walk, frame, node, top, path, data, config)
 
 
 # -- the model -------------------------------------------------------------------------------
 
 
-def _ask(walk: Walk, frame: str, node: AgentNode, loop: dict[str, Any]) -> None:
-    config = node.config
-    if loop["iteration"] >= config.max_iterations:
+def ask(loop: Loop) -> None:
+    config, data = loop.config, loop.data
+    if data["iteration"] >= config.max_iterations:
         raise NodeFailure(
             f"the agent used its {config.max_iterations} iterations (max_iterations) without "
             "a final answer; its transcript is kept in the run's state",
             "max_iterations",
         )
-    system = _system(config, walk.state.conversation, loop.get("summary"))
-    tools = [t.definition() for t in config.tools]
-    if config.compaction is not None and _compact(walk, frame, node, loop, system, tools):
+    system = _system(loop)
+    tools = config.definitions()
+    if config.compaction is not None and _compact(loop, system, tools):
         return  # the summary is being written: the call is made when it is in
-    loop["iteration"] += 1
-    loop["estimate"] = compaction.count_request(system, loop["messages"], tools)
-    command_id = walk.wait_on(frame, node.id, "running")
-    loop["asking"] = command_id
-    walk.commands.append(
+    data["iteration"] += 1
+    data["estimate"] = compaction.count_request(system, data["messages"], tools)
+    command_id = loop.issue()
+    data["asking"] = command_id
+    effort = loop.walk.state.sys.get("reasoning_effort") or config.reasoning_effort
+    loop.walk.commands.append(
         CallChat(
-            command_id, node.id, config.model_provider, config.model, system,
-            list(loop["messages"]), tools, config.outputs,
-            walk.state.sys.get("reasoning_effort") or config.reasoning_effort,
-            None, dict(config.options) or None, frame,
+            command_id, loop.node.id, config.model_provider, config.model, system,
+            list(data["messages"]), tools, config.outputs, effort, None,
+            dict(config.options) or None, loop.frame, loop.path,
         )
     )  # fmt: skip
 
 
-def _system(config: ReactConfig, conversation: dict[str, Any], summary: str | None) -> str:
-    """The system prompt, with the conversation's variables as they are now and the summary
-    of the turns compacted so far."""
-    system = compaction.with_summary(config.system, summary)
+def _system(loop: Loop) -> str:
+    """The system prompt, with the summary of the turns compacted so far and the
+    conversation's variables as they are now."""
+    config = loop.config
+    system = compaction.with_summary(config.system, loop.data.get("summary"))
     if not config.conversation_variables:
         return system
-    lines = [f"- {name}: {json.dumps(conversation.get(name), ensure_ascii=False)}"
+    values = loop.walk.state.conversation
+    lines = [f"- {name}: {json.dumps(values.get(name), ensure_ascii=False)}"
              for name in config.conversation_variables]  # fmt: skip
     return (
         f"{system}\n\nConversation variables (change them with the "
@@ -192,118 +246,70 @@ def _system(config: ReactConfig, conversation: dict[str, Any], summary: str | No
     )
 
 
-# -- the budget --------------------------------------------------------------------------------
+def _answered(loop: Loop, event: Done) -> None:
+    from dhub.engine import react_calls
 
-
-def _compact(
-    walk: Walk, frame: str, node: AgentNode, loop: dict[str, Any], system: str,
-    tools: list[dict[str, Any]],
-) -> bool:  # fmt: skip
-    """Fit the transcript into the budget before a call. True when a summary was asked for
-    (the call waits for it); raises when even the last turn alone does not fit."""
-    settings = node.config.compaction
-    assert settings is not None
-    ratio = float(loop.get("ratio", 1.0))
-    cut = compaction.plan(system, loop["messages"], tools, settings, ratio)
-    if cut is not None and cut.count > 0:
-        if settings.enabled:
-            command_id = walk.wait_on(frame, node.id, "running")
-            loop["compacting"] = {"command": command_id, "count": cut.count,
-                                  "before": cut.before}  # fmt: skip
-            walk.commands.append(CallChat(
-                command_id, node.id, node.config.model_provider, node.config.model,
-                compaction.SUMMARY_SYSTEM,
-                compaction.summary_request(loop["messages"][: cut.count], loop.get("summary")),
-                [], None, "none", settings.summary_max_tokens, None, frame,
-            ))  # fmt: skip
-            return True
-        del loop["messages"][: cut.count]
-        walk.trace("compaction.applied", frame, node.id, mode="dropped", removed=cut.count,
-                   before=cut.before, after=cut.after, budget=settings.budget)  # fmt: skip
-    _check_fits(node, loop, system, tools, ratio)
-    return False
-
-
-def _summarized(walk: Walk, frame: str, node: AgentNode, loop: dict[str, Any], event: Done) -> None:
-    settings = node.config.compaction
-    assert settings is not None
-    plan = loop.pop("compacting")
+    data = loop.data
     if event.usage:
-        _count(loop["usage"], event.usage)
-        _count(walk.state.usage, event.usage)
-    del loop["messages"][: plan["count"]]
-    detail: dict[str, Any] = {"removed": plan["count"], "before": plan["before"],
-                              "budget": settings.budget}  # fmt: skip
-    if event.ok and str((event.value or {}).get("content") or "").strip():
-        loop["summary"] = str(event.value["content"]).strip()
-        detail.update(mode="summarized", summary_tokens=(event.usage or {}).get("output_tokens"))
-    else:  # no summary: the turns are dropped all the same, and the event says why
-        detail.update(mode="dropped", error=(event.error or {}).get("message", "empty summary"))
-    system = _system(node.config, walk.state.conversation, loop.get("summary"))
-    tools = [t.definition() for t in node.config.tools]
-    ratio = float(loop.get("ratio", 1.0))
-    detail["after"] = math.ceil(compaction.count_request(system, loop["messages"], tools) * ratio)
-    walk.trace("compaction.applied", frame, node.id, **detail)
-    _ask(walk, frame, node, loop)
-
-
-def _check_fits(
-    node: AgentNode, loop: dict[str, Any], system: str, tools: list[dict[str, Any]],
-    ratio: float,
-) -> None:  # fmt: skip
-    settings = node.config.compaction
-    assert settings is not None
-    size = math.ceil(compaction.count_request(system, loop["messages"], tools) * ratio)
-    if size > settings.budget:
-        raise NodeFailure(
-            f"the request needs about {size} input tokens and max_input_tokens is "
-            f"{settings.budget}: even with the older turns compacted, the system prompt, the "
-            "tools and the current turn do not fit; raise max_input_tokens or shorten them",
-            "budget_exceeded",
-        )
-
-
-def _answered(walk: Walk, frame: str, node: AgentNode, loop: dict[str, Any], event: Done) -> None:
-    if event.usage:
-        _count(loop["usage"], event.usage)
-        _count(walk.state.usage, event.usage)
-        reported, estimate = event.usage.get("input_tokens"), loop.get("estimate")
+        _usage(loop, event.usage)
+        reported, estimate = event.usage.get("input_tokens"), data.get("estimate")
         if not event.usage.get("estimated") and isinstance(reported, int) and estimate:
-            loop["ratio"] = reported / estimate  # this model's tokenizer, for the budget
+            data["ratio"] = reported / estimate  # this model's tokenizer, for the budget
     if not event.ok:
-        return _model_failed(walk, frame, node, loop, event.error or {})
+        return _model_failed(loop, event.error or {})
     message = dict(event.value or {})
     calls = list(message.get("tool_calls") or [])
-    loop["messages"].append(_assistant(message))
-    walk.trace("agent.message", frame, node.id, iteration=loop["iteration"],
-               content=message.get("content", ""),
+    data["messages"].append(_assistant(message))
+    loop.trace("agent.message", iteration=data["iteration"], content=message.get("content", ""),
                tool_calls=[{"id": c["id"], "name": c["name"]} for c in calls],
                usage=event.usage)  # fmt: skip
     if not calls:
-        answer = message.get("parsed") if node.config.outputs else message.get("content", "")
-        walk.succeed(frame, node.id, {"answer": answer}, usage=dict(loop["usage"]))
-        return None
+        answer = message.get("parsed") if loop.config.outputs else message.get("content", "")
+        return finish(loop, answer)
     for call in calls:
-        _start_call(walk, frame, node, loop, call)
-    _next_turn_if_done(walk, frame, node, loop)
+        react_calls.start(loop, call)
+    next_turn_if_done(loop)
     return None
 
 
-def _model_failed(
-    walk: Walk, frame: str, node: AgentNode, loop: dict[str, Any], error: dict[str, Any]
-) -> None:
+def _model_failed(loop: Loop, error: dict[str, Any]) -> None:
     message = str(error.get("message") or "the model call failed")
     kind = str(error.get("kind") or "error")
-    if kind == "invalid_output" and node.config.outputs and not loop["repaired"]:
-        loop["repaired"] = True
-        walk.trace("agent.repair", frame, node.id, error=message)
-        loop["messages"].append({"role": "user", "content": (
+    data = loop.data
+    if kind == "invalid_output" and loop.config.outputs and not data["repaired"]:
+        data["repaired"] = True
+        loop.trace("agent.repair", error=message)
+        data["messages"].append({"role": "user", "content": (
             f"Your answer does not fit the required output: {message}. Answer again with "
             "only a JSON value that matches the output schema."
         )})  # fmt: skip
-        return _ask(walk, frame, node, loop)
+        return ask_or_fail(loop)
     details: dict[str, Any] = {k: error[k] for k in ("provider", "model", "status") if k in error}
-    raise NodeFailure(message, kind, details)
+    return fail(loop, NodeFailure(message, kind, details))
+
+
+def finish(loop: Loop, answer: Any) -> None:
+    """The loop's answer: the node's output, or a delegate's result to its caller."""
+    if not loop.path:
+        usage = dict(loop.data["usage"])
+        loop.walk.succeed(loop.frame, loop.node.id, {"answer": answer}, usage=usage)
+        return
+    from dhub.engine import react_calls
+
+    text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
+    loop.trace("agent.answered", answer=answer)
+    react_calls.delegate_done(loop.parent(), loop.path.rpartition("/")[2], text, False)
+
+
+def fail(loop: Loop, failure: NodeFailure) -> None:
+    """A loop that cannot go on: the node fails, or a delegate's caller gets the error."""
+    if not loop.path:
+        raise failure
+    from dhub.engine import react_calls
+
+    loop.trace("agent.failed", error={"kind": failure.kind, "message": str(failure)})
+    message = f"The {loop.data['role']} role could not finish ({failure.kind}): {failure}"
+    react_calls.delegate_done(loop.parent(), loop.path.rpartition("/")[2], message, True)
 
 
 def _assistant(message: dict[str, Any]) -> dict[str, Any]:
@@ -314,127 +320,96 @@ def _assistant(message: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
-# -- tool calls ------------------------------------------------------------------------------
-
-
-def _start_call(
-    walk: Walk, frame: str, node: AgentNode, loop: dict[str, Any], asked: dict[str, Any]
-) -> None:
-    name, arguments = str(asked.get("name", "")), asked.get("arguments") or {}
-    call: dict[str, Any] = {"id": asked["id"], "name": name, "arguments": arguments,
-                            "status": "done", "command": None}  # fmt: skip
-    loop["calls"].append(call)
-    tool = node.config.tool(name)
-    if tool is None:
-        known = ", ".join(t.name for t in node.config.tools) or "none"
-        return _result(call, f"There is no tool named '{name}'. The tools are: {known}.", True)
-    walk.trace("tool.called", frame, node.id, call_id=call["id"], name=name,
-               arguments=arguments, category=tool.kind)  # fmt: skip
-    if tool.kind == "builtin":
-        return _builtin(walk, frame, node, call)
-    if tool.confirm:
-        call["status"] = "waiting"
-        call["command"] = walk.wait_on(frame, node.id, "waiting")
-        walk.trace("node.waiting", frame, node.id, waiting_for="confirmation",
-                   call_id=call["id"], actor=name)  # fmt: skip
-        walk.commands.append(
-            AwaitConfirmation(call["command"], node.id, name, dict(arguments), frame)
-        )
-        return None
-    _run(walk, frame, node.id, call, tool, arguments)
-    return None
-
-
-def _run(
-    walk: Walk, frame: str, node_id: str, call: dict[str, Any], tool: ReactTool,
-    arguments: dict[str, Any],
-) -> None:  # fmt: skip
-    call["status"] = "running"
-    call["command"] = walk.wait_on(frame, node_id, "running")
-    walk.commands.append(
-        CallFunction(
-            call["command"], node_id, tool.source, dict(arguments), tool.timeout, tool.entry,
-            tool.dependencies, frame, tool.network, tool.parameters, tool.outputs,
-            tool.decorators,
-        )
-    )  # fmt: skip
-
-
-def _decided(
-    walk: Walk, frame: str, node: AgentNode, call: dict[str, Any], event: Confirmed
-) -> None:
-    walk.trace("confirmation.received", frame, node.id, call_id=call["id"],
-               approve=event.approve, by=event.by, reason=event.reason)  # fmt: skip
-    if event.approve:
-        if event.arguments is not None:
-            call["arguments"] = dict(event.arguments)
-        tool = node.config.tool(call["name"])
-        assert tool is not None  # it was found when the call was asked for
-        _run(walk, frame, node.id, call, tool, call["arguments"])
-        return
-    who = event.by or "the person asked"
-    reason = f": {event.reason}" if event.reason else " (no reason given)"
-    call["status"] = "done"
-    _result(call, f"{who} rejected this call{reason}. It did not run.", True)
-    walk.trace("tool.failed", frame, node.id, call_id=call["id"], name=call["name"],
-               error={"kind": "rejected", "message": call["result"]})  # fmt: skip
-
-
-def _finished(walk: Walk, frame: str, node_id: str, call: dict[str, Any], event: Done) -> None:
-    call["status"] = "done"
-    if event.ok:
-        _result(call, _as_text(event.value), False)
-        walk.trace("tool.succeeded", frame, node_id, call_id=call["id"], name=call["name"],
-                   result=event.value)  # fmt: skip
-        return
-    error = event.error or {}
-    message = str(error.get("message") or "the call failed")
-    _result(call, f"Error ({error.get('kind', 'error')}): {message}", True)
-    walk.trace("tool.failed", frame, node_id, call_id=call["id"], name=call["name"],
-               error={"kind": error.get("kind", "error"), "message": message})  # fmt: skip
-
-
-def _builtin(walk: Walk, frame: str, node: AgentNode, call: dict[str, Any]) -> None:
-    arguments = call["arguments"]
-    name = arguments.get("name")
-    if call["name"] != SET_VARIABLE or name not in node.config.conversation_variables:
-        known = ", ".join(node.config.conversation_variables) or "none"
-        _result(call, f"Unknown conversation variable {name!r}; the variables are: {known}.",
-                True)  # fmt: skip
-        return
-    walk.state.conversation[str(name)] = arguments.get("value")
-    _result(call, f"{name} is now {json.dumps(arguments.get('value'), ensure_ascii=False)}.",
-            False)  # fmt: skip
-    walk.trace("tool.succeeded", frame, node.id, call_id=call["id"], name=call["name"],
-               result={"name": name, "value": arguments.get("value")})  # fmt: skip
-
-
-def _result(call: dict[str, Any], text: str, is_error: bool) -> None:
-    call["result"] = text
-    call["is_error"] = is_error
-
-
-def _next_turn_if_done(walk: Walk, frame: str, node: AgentNode, loop: dict[str, Any]) -> None:
+def next_turn_if_done(loop: Loop) -> None:
     """Once every call of the turn has its result: the results go to the model, in order."""
-    if not loop["calls"] or any(c["status"] != "done" for c in loop["calls"]):
+    data = loop.data
+    if not data["calls"] or any(c["status"] != "done" for c in data["calls"]):
         return
-    for call in loop["calls"]:
-        loop["messages"].append({
+    for call in data["calls"]:
+        data["messages"].append({
             "role": "tool", "tool_call_id": call["id"], "content": call["result"],
             "is_error": call["is_error"],
         })  # fmt: skip
-    loop["calls"] = []
-    _ask(walk, frame, node, loop)
+    data["calls"] = []
+    ask_or_fail(loop)
 
 
-def _as_text(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-    if len(text) > MAX_RESULT_CHARS:
-        return text[:MAX_RESULT_CHARS] + f"… [cut: {len(text)} characters in all]"
-    return text
+def ask_or_fail(loop: Loop) -> None:
+    """``ask``, a failure going where ``fail`` sends it (a delegate's to its caller)."""
+    try:
+        ask(loop)
+    except NodeFailure as failure:
+        fail(loop, failure)
 
 
-def _count(total: dict[str, Any], usage: dict[str, Any]) -> None:
-    for kind in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens"):
-        if isinstance(count := usage.get(kind), int):
-            total[kind] = total.get(kind, 0) + count
+def _usage(loop: Loop, usage: dict[str, Any]) -> None:
+    for total in (loop.data["usage"], loop.top["usage"] if loop.path else None,
+                  loop.walk.state.usage):  # fmt: skip
+        if total is None:
+            continue
+        for kind in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens"):
+            if isinstance(count := usage.get(kind), int):
+                total[kind] = total.get(kind, 0) + count
+
+
+# -- the budget --------------------------------------------------------------------------------
+
+
+def _compact(loop: Loop, system: str, tools: list[dict[str, Any]]) -> bool:
+    """Fit the transcript into the budget before a call. True when a summary was asked for
+    (the call waits for it); raises when even the last turn alone does not fit."""
+    settings, data = loop.config.compaction, loop.data
+    assert settings is not None
+    ratio = float(data.get("ratio", 1.0))
+    cut = compaction.plan(system, data["messages"], tools, settings, ratio)
+    if cut is not None and cut.count > 0:
+        if settings.enabled:
+            command_id = loop.issue()
+            data["compacting"] = {"command": command_id, "count": cut.count,
+                                  "before": cut.before}  # fmt: skip
+            loop.walk.commands.append(CallChat(
+                command_id, loop.node.id, loop.config.model_provider, loop.config.model,
+                compaction.SUMMARY_SYSTEM,
+                compaction.summary_request(data["messages"][: cut.count], data.get("summary")),
+                [], None, "none", settings.summary_max_tokens, None, loop.frame, loop.path,
+            ))  # fmt: skip
+            return True
+        del data["messages"][: cut.count]
+        loop.trace("compaction.applied", mode="dropped", removed=cut.count, before=cut.before,
+                   after=cut.after, budget=settings.budget)  # fmt: skip
+    _check_fits(loop, system, tools, ratio)
+    return False
+
+
+def _summarized(loop: Loop, event: Done) -> None:
+    settings, data = loop.config.compaction, loop.data
+    assert settings is not None
+    plan = data.pop("compacting")
+    if event.usage:
+        _usage(loop, event.usage)
+    del data["messages"][: plan["count"]]
+    detail: dict[str, Any] = {"removed": plan["count"], "before": plan["before"],
+                              "budget": settings.budget}  # fmt: skip
+    if event.ok and str((event.value or {}).get("content") or "").strip():
+        data["summary"] = str(event.value["content"]).strip()
+        detail.update(mode="summarized", summary_tokens=(event.usage or {}).get("output_tokens"))
+    else:  # no summary: the turns are dropped all the same, and the event says why
+        detail.update(mode="dropped", error=(event.error or {}).get("message", "empty summary"))
+    ratio = float(data.get("ratio", 1.0))
+    size = compaction.count_request(_system(loop), data["messages"], loop.config.definitions())
+    detail["after"] = math.ceil(size * ratio)
+    loop.trace("compaction.applied", **detail)
+    ask_or_fail(loop)
+
+
+def _check_fits(loop: Loop, system: str, tools: list[dict[str, Any]], ratio: float) -> None:
+    settings = loop.config.compaction
+    assert settings is not None
+    size = math.ceil(compaction.count_request(system, loop.data["messages"], tools) * ratio)
+    if size > settings.budget:
+        raise NodeFailure(
+            f"the request needs about {size} input tokens and max_input_tokens is "
+            f"{settings.budget}: even with the older turns compacted, the system prompt, the "
+            "tools and the current turn do not fit; raise max_input_tokens or shorten them",
+            "budget_exceeded",
+        )

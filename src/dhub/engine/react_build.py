@@ -7,7 +7,7 @@ service that loads agents (it needs the database); what arrives here is inline.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dhub.domain.agent import AgentCompaction, AgentSpec
@@ -23,9 +23,17 @@ from dhub.domain.nodes import (
 )
 from dhub.engine import compaction
 from dhub.engine.actions import function_parameters
-from dhub.engine.react import SET_VARIABLE, AgentNode, ReactConfig, ReactTool
+from dhub.engine.react import (
+    ROLE_PARAMETERS,
+    SET_VARIABLE,
+    AgentNode,
+    ReactConfig,
+    ReactRole,
+    ReactTool,
+)
 
 DEFAULT_TIMEOUT = 30.0
+ROLE_ITERATIONS = 10  # a delegate's max_iterations unless its role says
 _EMPTY_OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 _VARIABLE_TYPES = ("string", "number", "boolean", "object", "array")
 
@@ -36,12 +44,14 @@ def react_config(
     tools: Sequence[AgentToolConfig | str] | None = None,
     actors: Sequence[AgentActorConfig] | None = None,
     budget: int | None = None,
+    roles: Sequence[Mapping[str, Any]] | None = None,
 ) -> ReactConfig:
     """The loop's config. ``system``, ``tools`` and ``actors`` are the resolved ones (prompts
     rendered, references replaced by their stored configs); by default the spec's own, which
     must then be inline. ``budget`` is the input-token budget that applies (the agent's
     ``max_input_tokens`` or the server's default, capped at the model's context window):
-    without one, nothing is compacted."""
+    without one, nothing is compacted. ``roles`` are inline role objects ({name, description,
+    instructions, model_provider?, model?, tools?, max_iterations?}), by default the spec's."""
     agent = spec.agent
     if agent is None:
         raise ValueError("a react agent needs its 'agent' config")
@@ -52,6 +62,11 @@ def react_config(
     variables = tuple(v.name for v in spec.conversations)
     if variables and not any(t.name == SET_VARIABLE for t in built):
         built.append(_set_variable(variables))
+    settings = None if budget is None else _compaction(agent.compaction, budget)
+    role_items: list[Any] = list(agent.roles) if roles is None else list(roles)
+    delegates = tuple(_role(item, agent.model_provider, agent.model, settings)
+                      for item in role_items)  # fmt: skip
+    built += [ReactTool(r.name, r.description, ROLE_PARAMETERS, "role") for r in delegates]
     return ReactConfig(
         system=agent.instructions if system is None else system,
         model_provider=agent.model_provider,
@@ -62,8 +77,29 @@ def react_config(
         reasoning_effort=agent.reasoning_effort,
         options=dict(agent.options or {}),
         conversation_variables=variables,
-        compaction=None if budget is None else _compaction(agent.compaction, budget),
+        compaction=settings,
+        roles=delegates,
     )
+
+
+def _role(item: Any, provider: str, model: str, settings: compaction.Settings | None) -> ReactRole:
+    """An inline role as a delegate: its own instructions, tools and iteration budget; the
+    parent's model unless it names one."""
+    if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+        raise ValueError(
+            f"role {item!r} is a reference: resolve the agent's stored references first"
+        )
+    tools = [_tool(AgentToolConfig.model_validate(t) if isinstance(t, Mapping) else t, "tool")
+             for t in item.get("tools") or ()]  # fmt: skip
+    config = ReactConfig(
+        system=str(item.get("instructions") or ""),
+        model_provider=str(item.get("model_provider") or provider),
+        model=str(item.get("model") or model),
+        tools=tuple(tools),
+        max_iterations=int(item.get("max_iterations") or ROLE_ITERATIONS),
+        compaction=settings,
+    )
+    return ReactRole(item["name"], str(item.get("description") or ""), config)
 
 
 def _compaction(given: AgentCompaction | None, budget: int) -> compaction.Settings:

@@ -111,6 +111,7 @@ class CallChat:
     max_output_tokens: int | None = None
     options: dict[str, Any] | None = None
     frame: str = ""
+    path: str = ""  # the delegate (role) loop it is for: call ids from the top loop
 
 
 @dataclass(frozen=True)

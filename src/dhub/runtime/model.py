@@ -104,6 +104,8 @@ def _relay(request: CallModel | CallChat, live: Live) -> Callable[[Delta], None]
                             "call": request.command_id}  # fmt: skip
     if request.frame:
         base["frame"] = request.frame
+    if isinstance(request, CallChat) and request.path:
+        base["delegate"] = request.path  # a role's loop, nested under its caller
 
     def relay(delta: Delta) -> None:
         if isinstance(delta, ToolCallDelta):
