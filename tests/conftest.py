@@ -45,7 +45,7 @@ TABLES = (
     "agent_versions", "resource_tags", "resource_owners", "agents", "tokens", "users", "groups",
     "group_members", "resource_grants", "markings", "marking_members", "resource_markings",
     "audit_log", "runs", "run_steps", "run_events", "run_commands", "run_task_assignees",
-    "conversations", "conversation_messages",
+    "conversations", "conversation_messages", "resource_versions", "resources",
 )  # fmt: skip
 
 

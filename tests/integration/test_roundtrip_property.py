@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dhub.domain.functions import KNOWN_DECORATORS
+from dhub.domain.resources import BUILT_IN_TOOLS
 from tests.integration.test_fixture_documents import SERVER_KEYS, assert_contains
 
 Draw = st.DrawFn
@@ -88,6 +89,14 @@ def item(inline: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[Any]:
     return ident | ref | inline | other
 
 
+# An agent's references must name stored resources the caller can read (checked on create):
+# "@tool", "@actor", "@role" and "@prompt" stand for ones the test stores first (_stored).
+def agent_item(kind: str, inline: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    names = st.sampled_from(sorted(BUILT_IN_TOOLS)) if kind == "tool" else st.nothing()
+    ref = st.fixed_dictionaries({"id": st.just(f"@{kind}"), "name": text})
+    return st.just(f"@{kind}") | names | ref | inline
+
+
 tool_config = st.fixed_dictionaries(
     {"name": ident, "function": function_spec()},
     optional={
@@ -119,19 +128,20 @@ def compaction(draw: Draw) -> dict[str, Any]:
     }
 
 
+other_item = st.fixed_dictionaries({"builtin": ident}, optional={"options": json_object})
 agent_config = st.fixed_dictionaries(
     {"instructions": text, "model_provider": ident, "model": ident},
     optional={
         "prompts": st.lists(
-            st.fixed_dictionaries({"prompt_id": ident}, optional={"variables": maybe(json_object)}),
+            st.fixed_dictionaries(
+                {"prompt_id": st.just("@prompt")},
+                optional={"variables": maybe(st.dictionaries(st.just("x"), json_value))},
+            ),
             max_size=2,
         ),
-        "tools": st.lists(item(tool_config), max_size=3),
-        "actors": st.lists(item(actor_config), max_size=2),
-        "roles": st.lists(
-            ident | st.fixed_dictionaries({"id": ident, "name": text}) | st.just({"name": "r"}),
-            max_size=2,
-        ),
+        "tools": st.lists(agent_item("tool", tool_config | other_item), max_size=3),
+        "actors": st.lists(agent_item("actor", actor_config | other_item), max_size=2),
+        "roles": st.lists(agent_item("role", st.just({"name": "r"})), max_size=2),
         "outputs": maybe(json_object),
         "max_iterations": st.integers(1, 1000),
         "max_input_tokens": maybe(st.integers(1, 10**7)),
@@ -309,6 +319,7 @@ def agent_documents(draw: Draw) -> dict[str, Any]:
 )
 @given(doc=agent_documents())
 def test_random_valid_documents_round_trip(client: TestClient, doc: dict[str, Any]) -> None:
+    doc = _with_ids(doc, _stored(client))
     created = client.post("/api/v1/agents", json=doc)
     assert created.status_code == 201, created.text
     body = created.json()
@@ -318,3 +329,41 @@ def test_random_valid_documents_round_trip(client: TestClient, doc: dict[str, An
         "templates", "ontologies", "conversations", "options", "category",
     }  # fmt: skip
     assert client.get(f"/api/v1/agents/{body['id']}").json() == body
+
+
+_REFERENCED = {
+    "prompt": {
+        "name": "rt-prompt",
+        "description": "d",
+        "template": "{{x}}",
+        "variables": [{"name": "x", "default": "y"}],
+    },
+    "tool": {"name": "rt_tool", "description": "d", "function": {"source": "def main(): pass"}},
+    "actor": {"name": "rt_actor", "description": "d", "function": {"source": "def main(): pass"}},
+    "role": {"name": "rt-role", "description": "d", "instructions": "i"},
+}
+
+
+def _stored(client: TestClient) -> dict[str, str]:
+    """The ids of the resources the sentinels stand for, stored on first use."""
+    ids = {}
+    for kind, doc in _REFERENCED.items():
+        url = f"/api/v1/{kind}s"
+        found = client.get(url, params={"name": doc["name"]}).json()["data"]
+        if found:
+            ids[f"@{kind}"] = found[0]["id"]
+        else:
+            created = client.post(url, json=doc)
+            assert created.status_code == 201, created.text
+            ids[f"@{kind}"] = created.json()["id"]
+    return ids
+
+
+def _with_ids(value: Any, ids: dict[str, str]) -> Any:
+    if isinstance(value, str):
+        return ids.get(value, value)
+    if isinstance(value, dict):
+        return {k: _with_ids(v, ids) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_with_ids(v, ids) for v in value]
+    return value

@@ -77,12 +77,14 @@ def require(
     owners: Collection[str],
     grant: str | None,
     markings: Collection[str],
+    kind: str = "agent",
 ) -> Access:
     """The caller's access if it allows ``action``; NotFound if the resource is invisible to the
-    caller, Forbidden (naming what is needed) if it is visible but not permitted."""
+    caller, Forbidden (naming what is needed) if it is visible but not permitted. ``kind``
+    names the resource in the NotFound message."""
     found = access(principal, owners, grant, markings)
     if found is None:
-        raise NotFound(f"No agent with id '{resource_id}'.")
+        raise NotFound(f"No {kind} with id '{resource_id}'.")
     if not found.allows(action):
         raise Forbidden(_refusal(action, resource_id, found))
     return found

@@ -13,6 +13,7 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
 
 from dhub import __version__
 from dhub.access.bootstrap import ADMIN_ID, ensure_admin
@@ -20,9 +21,10 @@ from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
 from dhub.api import errors
 from dhub.api.deps import Services
-from dhub.api.routers import agents, conversations, health, models, principals, runs
+from dhub.api.routers import agents, conversations, health, models, principals, resources, runs
 from dhub.domain.agent import AgentSpec
 from dhub.domain.ids import new_id
+from dhub.domain.resources import KINDS
 from dhub.providers.registry import Providers
 from dhub.runtime.durable import RunExecutor
 from dhub.runtime.model import ProviderModel
@@ -32,6 +34,7 @@ from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.examples import load_examples
 from dhub.services.principals import PrincipalService
+from dhub.services.resources import ResourceService
 from dhub.services.runs import Graphs, RunService, TaskService
 from dhub.settings import Settings
 from dhub.store.db import Database
@@ -70,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             tasks=TaskService(db, run_service),
             conversations=ConversationService(db, run_service),
             providers=providers,
+            resources=ResourceService(db),
         )
         app.state.services = services
         boot = await ensure_admin(db, settings.data_dir, settings.admin_token)
@@ -111,22 +115,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(runs.router, prefix="/api/v1")
     app.include_router(conversations.router, prefix="/api/v1")
     app.include_router(models.router, prefix="/api/v1")
+    for router in resources.routers:
+        app.include_router(router, prefix="/api/v1")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's schema plus AgentSpec, the request body we validate ourselves (to report
-    every error at once with JSON pointers)."""
+    """FastAPI's schema plus AgentSpec and the prompt, tool, actor and role specs: the request
+    bodies we validate ourselves (to report every error at once with JSON pointers)."""
     if app.openapi_schema is None:
         schema = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        spec = AgentSpec.model_json_schema(ref_template="#/components/schemas/{model}")
-        for name, definition in spec.pop("$defs", {}).items():
-            components.setdefault(name, definition)
-        components["AgentSpec"] = spec
+        bodies: list[type[BaseModel]] = [AgentSpec, *(kind.spec for kind in KINDS.values())]
+        for model in bodies:
+            spec = model.model_json_schema(ref_template="#/components/schemas/{model}")
+            for name, definition in spec.pop("$defs", {}).items():
+                components.setdefault(name, definition)
+            components[model.__name__] = spec
         _declare_bearer_auth(schema)
         app.openapi_schema = schema
     return app.openapi_schema

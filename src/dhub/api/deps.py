@@ -15,6 +15,7 @@ from dhub.providers.registry import Providers
 from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.principals import PrincipalService
+from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
 from dhub.store.db import Database
 
@@ -29,6 +30,7 @@ class Services:
     tasks: TaskService
     conversations: ConversationService
     providers: Providers
+    resources: ResourceService  # prompts, tools, actors, roles
 
 
 async def services(request: Request) -> Services:

@@ -1,4 +1,5 @@
-"""Query parameters of GET /api/v1/agents, parsed by hand.
+"""Query parameters of GET /api/v1/agents (and of the prompt, tool, actor and role lists),
+parsed by hand.
 
 FastAPI's per-parameter machinery cost more than the database work of a list page
 (bench/api_latency.py), so the route reads ``request.query_params`` itself and declares the
@@ -15,6 +16,7 @@ from starlette.datastructures import QueryParams
 
 from dhub.domain.errors import FieldError, InvalidInput
 from dhub.store.agents import AgentFilter
+from dhub.store.resources import ResourceFilter
 
 MAX_PAGE = 200
 DEFAULT_PAGE = 50
@@ -102,3 +104,55 @@ def _limit(raw: str | None, errors: list[FieldError]) -> int:
             )
         )
     return limit
+
+
+# -- prompts, tools, actors, roles --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuery:
+    filter: ResourceFilter
+    limit: int
+    cursor: str | None
+
+
+_RESOURCE_TEXT = ("q", "name", "collection_id", "folder_id", "type", "cursor")
+
+RESOURCE_LIST_PARAMETERS = [
+    _param("q", {"type": "string"}, "Substring of name, alias or description (any case)"),
+    _param("name", {"type": "string"}, "Exactly this name"),
+    _param(
+        "tags",
+        {"type": "array", "items": {"type": "string"}},
+        "Resources having all of these tags (repeat the parameter, or separate with commas)",
+    ),
+    _param("collection_id", {"type": "string"}, "Only resources in this collection"),
+    _param("folder_id", {"type": "string"}, "Only resources in this folder"),
+    _param("type", {"type": "string"}, "Only resources of this subtype"),
+    _param(
+        "limit",
+        {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": DEFAULT_PAGE},
+        "Page size",
+    ),
+    _param("cursor", {"type": "string"}, "next_cursor of the previous page"),
+]
+
+
+def parse_resource_query(params: QueryParams) -> ResourceQuery:
+    """The list query of /prompts, /tools, /actors and /roles: the agents' parameters that
+    apply to every resource, plus ``name``."""
+    errors: list[FieldError] = []
+    text = {name: params.get(name) for name in _RESOURCE_TEXT}
+    limit = _limit(params.get("limit"), errors)
+    if errors:
+        raise InvalidInput(errors)
+    tags = tuple(t for raw in params.getlist("tags") for t in raw.split(",") if t)
+    flt = ResourceFilter(
+        q=text["q"] or None,
+        name=text["name"],
+        tags=tags,
+        collection_id=text["collection_id"],
+        folder_id=text["folder_id"],
+        type=text["type"],
+    )
+    return ResourceQuery(flt, limit, text["cursor"] or None)

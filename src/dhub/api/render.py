@@ -1,4 +1,4 @@
-"""AgentResponse bodies, assembled as bytes.
+"""AgentResponse bodies (and those of prompts, tools, actors and roles), assembled as bytes.
 
 The stored document is already the validated spec serialized as compact JSON, so a response is
 that document with the server's envelope spliced around it: no parse and re-serialize of the
@@ -8,21 +8,27 @@ the envelope; JSON objects are unordered, so clients see exactly the seed's fiel
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from dhub.services.agents import AgentView, Page
+from dhub.services.resources import ResourcePage, ResourceView
+from dhub.store.agents import AgentRecord
+from dhub.store.resources import ResourceRecord
 
 
-def agent_json(view: AgentView) -> bytes:
-    record = view.record
+def _envelope(
+    record: AgentRecord | ResourceRecord, owners: list[dict[str, Any]], scope: str | None
+) -> bytes:
     head = orjson.dumps({"id": record.id})[:-1]  # b'{"id":"..."'
     tail = orjson.dumps(
         {
             "markings": orjson.Fragment(record.markings),  # stored as JSON already
             "created_at": record.created_at,
             "updated_at": record.updated_at,
-            "owners": view.owners,
-            "my_share_scope": view.scope,
+            "owners": owners,
+            "my_share_scope": scope,
             "is_builtin": record.is_builtin,
             "item": record.id,
             "version": record.version,
@@ -32,7 +38,21 @@ def agent_json(view: AgentView) -> bytes:
     return b",".join((head, body, tail)) if body else head + b"," + tail
 
 
+def agent_json(view: AgentView) -> bytes:
+    return _envelope(view.record, view.owners, view.scope)
+
+
+def resource_json(view: ResourceView) -> bytes:
+    return _envelope(view.record, view.owners, view.scope)
+
+
 def page_json(page: Page) -> bytes:
     cursor = orjson.dumps(page.next_cursor)
     items = b",".join(agent_json(view) for view in page.data)
+    return b'{"data":[' + items + b'],"next_cursor":' + cursor + b"}"
+
+
+def resource_page_json(page: ResourcePage) -> bytes:
+    cursor = orjson.dumps(page.next_cursor)
+    items = b",".join(resource_json(view) for view in page.data)
     return b'{"data":[' + items + b'],"next_cursor":' + cursor + b"}"

@@ -19,6 +19,7 @@ from dhub.domain.ids import new_id, now_ms
 from dhub.domain.merge_patch import merge_patch
 from dhub.engine.validate import collect_errors, validate_agent_document
 from dhub.services import sharing
+from dhub.services.references import check_agent_references
 from dhub.store import agents as repo
 from dhub.store import audit
 from dhub.store import sharing as shares
@@ -78,6 +79,9 @@ class AgentService:
         agent_id, now = new_id("agent"), now_ms()
         document = dump_spec(spec)
         async with self.db.write() as conn:
+            references = await check_agent_references(conn, principal, spec)
+            if references:
+                raise InvalidInput(references)
             await self._check_name_free(conn, spec, None)
             await self._insert(conn, agent_id, spec, document, principal, now)
             found = await repo.get_agent(conn, agent_id, sorted(principal.principal_ids))
@@ -173,6 +177,10 @@ class AgentService:
             spec, doc_errors = collect_errors(_patched(current, doc_patch))
             if errors or doc_errors or spec is None:
                 raise InvalidInput([*doc_errors, *errors])
+            if dump_spec(spec) != found.record.document:  # a new version: check its references
+                references = await check_agent_references(conn, principal, spec, current)
+                if references:
+                    raise InvalidInput(references)
             if owners is not None:
                 before = [o["id"] for o in found.owners]
                 await sharing.change_owners(conn, principal, agent_id, before, owners)
@@ -327,9 +335,12 @@ class AgentService:
             record, _, _ = await self._load(conn, principal, agent_id, "run")
         return record
 
-    @staticmethod
-    def validate(doc: Any) -> dict[str, Any]:
-        _, errors = collect_errors(doc)
+    async def validate(self, principal: Principal, doc: Any) -> dict[str, Any]:
+        """What a create would say of ``doc`` (its references too), without storing it."""
+        spec, errors = collect_errors(doc)
+        if spec is not None:
+            async with self.db.read(snapshot=True) as conn:
+                errors = await check_agent_references(conn, principal, spec)
         return {"valid": not errors, "errors": [e.as_dict() for e in errors]}
 
 

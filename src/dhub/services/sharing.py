@@ -1,6 +1,8 @@
-"""Sharing an agent: its owners, grants and markings. Functions here run inside the caller's
-transaction, after AgentService has asked the access policy; they check the input against the
-principals that exist and write the audit log with the change."""
+"""Sharing an agent (or a prompt, tool, actor or role): its owners, grants and markings.
+Functions here run inside the caller's transaction, after the service has asked the access
+policy; they check the input against the principals that exist and write the audit log with
+the change. ``kind`` (the resource's category) names the audit actions (``agent.grant``,
+``prompt.grant``, ...) and the resource in messages."""
 
 from __future__ import annotations
 
@@ -53,10 +55,15 @@ async def parse_owners(conn: Conn, value: Any) -> tuple[list[str], list[FieldErr
 
 
 async def change_owners(
-    conn: Conn, actor: Principal, agent_id: str, before: list[str], after: list[str]
+    conn: Conn,
+    actor: Principal,
+    agent_id: str,
+    before: list[str],
+    after: list[str],
+    kind: str = "agent",
 ) -> None:
     await shares.replace_owners(conn, agent_id, after)
-    await audit.record(conn, actor.user_id, "agent.owners", agent_id, sorted(before), after)
+    await audit.record(conn, actor.user_id, f"{kind}.owners", agent_id, sorted(before), after)
 
 
 def _body(body: Any, fields: dict[str, str]) -> tuple[dict[str, str], list[FieldError]]:
@@ -80,7 +87,7 @@ def _body(body: Any, fields: dict[str, str]) -> tuple[dict[str, str], list[Field
 
 
 async def add_grant(
-    conn: Conn, actor: Principal, agent_id: str, body: Any
+    conn: Conn, actor: Principal, agent_id: str, body: Any, kind: str = "agent"
 ) -> tuple[dict[str, Any], bool]:
     """Grant ``body['scope']`` to ``body['principal_id']``, replacing the scope it had; returns
     the grant and whether it is new."""
@@ -104,7 +111,7 @@ async def add_grant(
         await audit.record(
             conn,
             actor.user_id,
-            "agent.grant",
+            f"{kind}.grant",
             agent_id,
             {"principal_id": principal_id, "scope": before} if before else None,
             {"principal_id": principal_id, "scope": scope},
@@ -114,15 +121,17 @@ async def add_grant(
     return grant_json(grant), before is None
 
 
-async def remove_grant(conn: Conn, actor: Principal, agent_id: str, principal_id: str) -> None:
+async def remove_grant(
+    conn: Conn, actor: Principal, agent_id: str, principal_id: str, kind: str = "agent"
+) -> None:
     before = await shares.get_grant(conn, agent_id, principal_id)
     if before is None:
-        raise NotFound(f"Agent '{agent_id}' has no grant to '{principal_id}'.")
+        raise NotFound(f"{kind.capitalize()} '{agent_id}' has no grant to '{principal_id}'.")
     await shares.delete_grant(conn, agent_id, principal_id)
     await audit.record(
         conn,
         actor.user_id,
-        "agent.ungrant",
+        f"{kind}.ungrant",
         agent_id,
         {"principal_id": principal_id, "scope": before},
         None,
@@ -146,9 +155,14 @@ def marking_of(body: Any) -> str:
 
 
 async def mark(
-    conn: Conn, actor: Principal, agent_id: str, markings_json: str, marking_id: str
+    conn: Conn,
+    actor: Principal,
+    agent_id: str,
+    markings_json: str,
+    marking_id: str,
+    kind: str = "agent",
 ) -> str:
-    """Add the marking (the caller must hold it); returns the agent's markings as JSON."""
+    """Add the marking (the caller must hold it); returns the resource's markings as JSON."""
     # Held first: a 403 that says nothing of whether a marking the caller lacks exists.
     _require_held(actor, agent_id, marking_id, "add")
     if await get_marking(conn, marking_id) is None:  # held, but since deleted
@@ -165,20 +179,27 @@ async def mark(
     if marking_id in before:
         return markings_json
     stored = await shares.set_markings(conn, agent_id, [*before, marking_id])
-    await audit.record(conn, actor.user_id, "agent.mark", agent_id, before, orjson.loads(stored))
+    after = orjson.loads(stored)
+    await audit.record(conn, actor.user_id, f"{kind}.mark", agent_id, before, after)
     return stored
 
 
 async def unmark(
-    conn: Conn, actor: Principal, agent_id: str, markings_json: str, marking_id: str
+    conn: Conn,
+    actor: Principal,
+    agent_id: str,
+    markings_json: str,
+    marking_id: str,
+    kind: str = "agent",
 ) -> str:
-    """Remove the marking (the caller must hold it); returns the agent's markings as JSON."""
+    """Remove the marking (the caller must hold it); returns the resource's markings as JSON."""
     before = orjson.loads(markings_json)
     if marking_id not in before:
-        raise NotFound(f"Agent '{agent_id}' has no marking '{marking_id}'.")
+        raise NotFound(f"{kind.capitalize()} '{agent_id}' has no marking '{marking_id}'.")
     _require_held(actor, agent_id, marking_id, "remove")
     stored = await shares.set_markings(conn, agent_id, [m for m in before if m != marking_id])
-    await audit.record(conn, actor.user_id, "agent.unmark", agent_id, before, orjson.loads(stored))
+    after = orjson.loads(stored)
+    await audit.record(conn, actor.user_id, f"{kind}.unmark", agent_id, before, after)
     return stored
 
 

@@ -184,6 +184,26 @@ async def get_agent(conn: Conn, agent_id: str, principals: Sequence[str]) -> Age
     return found[0] if found else None
 
 
+_GET_AGENTS = (
+    select(*_RECORD_COLUMNS, _grant_rank(agents.c.id), *_OWNER_COLUMNS)
+    .select_from(_with_owners(agents, agents.c.id))
+    .where(agents.c.id.in_(bindparam("ids", expanding=True)))
+)
+
+
+async def get_agents(
+    conn: Conn, ids: Sequence[str], principals: Sequence[str]
+) -> dict[str, AgentRow]:
+    """The agents of ``ids`` that exist, by id, with owners and the best grant to
+    ``principals``; no row locks (for reading references to agents, e.g. roles)."""
+    if not ids:
+        return {}
+    params = {"ids": sorted(set(ids)), "principals": list(principals)}
+    return {
+        r.record.id: r for r in _rows_to_agents((await conn.execute(_GET_AGENTS, params)).all())
+    }
+
+
 async def find_by_name(conn: Conn, folder_id: str | None, name: str) -> str | None:
     """The id of the agent holding ``name`` in that folder, if any."""
     stmt = select(agents.c.id).where(
@@ -314,11 +334,14 @@ async def list_agents(
     # The reach already left out agents with markings the caller does not hold.
     visible = dataclasses.replace(visible, held_markings=None)
     ids = reach.ids
-    start = bisect.bisect_right(ids, after_id) if after_id is not None else 0
+    # The reach holds every kind of resource (prompt., tool., ...): only agent ids are looked at.
+    start, stop = bisect.bisect_left(ids, "agent."), bisect.bisect_left(ids, "agent/")
+    if after_id is not None:
+        start = max(start, bisect.bisect_right(ids, after_id))
     found: list[AgentRow] = []
     window = limit
-    while start < len(ids) and len(found) < limit:
-        chunk = ids[start : start + window]
+    while start < stop and len(found) < limit:
+        chunk = ids[start : min(start + window, stop)]
         shape, values = _shape_and_values(flt, visible, None, limit - len(found))
         values["candidates"] = list(chunk)
         rows = (await conn.execute(_list_statement(shape), values)).all()

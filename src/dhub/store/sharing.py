@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import orjson
 from sqlalchemy import (
-    ColumnElement,
     String,
     bindparam,
     delete,
@@ -33,6 +32,7 @@ from dhub.store.tables import (
     resource_grants,
     resource_markings,
     resource_owners,
+    resources,
     users,
 )
 
@@ -205,9 +205,10 @@ async def delete_grant(conn: Conn, resource_id: str, principal_id: str) -> None:
 
 
 async def set_markings(conn: Conn, agent_id: str, marking_ids: Sequence[str]) -> str:
-    """Make ``marking_ids`` the agent's markings, in resource_markings (which lists filter on)
-    and in agents.markings (the sorted JSON list responses render), in the caller's
-    transaction; returns that JSON."""
+    """Make ``marking_ids`` the resource's markings, in resource_markings (which lists filter
+    on) and in the ``markings`` column of its row (the sorted JSON list responses render: in
+    ``agents`` for an agent, else in ``resources``), in the caller's transaction; returns that
+    JSON."""
     unique = sorted(set(marking_ids))
     await conn.execute(delete(resource_markings).where(resource_markings.c.resource_id == agent_id))
     if unique:
@@ -216,25 +217,28 @@ async def set_markings(conn: Conn, agent_id: str, marking_ids: Sequence[str]) ->
             [{"resource_id": agent_id, "marking_id": m} for m in unique],
         )
     stored = orjson.dumps(unique).decode()
-    await conn.execute(update(agents).where(agents.c.id == agent_id).values(markings=stored))
+    table = agents if agent_id.startswith("agent.") else resources
+    await conn.execute(update(table).where(table.c.id == agent_id).values(markings=stored))
     await bump_epoch(conn)
     return stored
 
 
 async def solely_owned_by(conn: Conn, principal_id: str, limit: int = 5) -> list[str]:
-    """Resources whose only owner is ``principal_id`` (deleting it would orphan them)."""
+    """Resources (agents, prompts, tools, ...) whose only owner is ``principal_id`` (deleting
+    it would orphan them)."""
+    mine = resource_owners.alias("mine")
     others = (
         select(resource_owners.c.resource_id)
         .where(
-            resource_owners.c.resource_id == agents.c.id,
+            resource_owners.c.resource_id == mine.c.resource_id,
             resource_owners.c.principal_id != principal_id,
         )
         .exists()
     )
     stmt = (
-        select(agents.c.id)
-        .where(_owned_by(principal_id), ~others)
-        .order_by(agents.c.id)
+        select(mine.c.resource_id)
+        .where(mine.c.principal_id == principal_id, ~others)
+        .order_by(mine.c.resource_id)
         .limit(limit)
     )
     return [row[0] for row in await conn.execute(stmt)]
@@ -248,15 +252,4 @@ async def forget_principal(conn: Conn, principal_id: str) -> None:
     )
     await conn.execute(
         delete(resource_grants).where(resource_grants.c.principal_id == principal_id)
-    )
-
-
-def _owned_by(principal_id: str) -> ColumnElement[bool]:
-    return (
-        select(resource_owners.c.resource_id)
-        .where(
-            resource_owners.c.resource_id == agents.c.id,
-            resource_owners.c.principal_id == principal_id,
-        )
-        .exists()
     )

@@ -80,6 +80,43 @@ agent_versions = Table(
     Column("created_at", BigInteger, nullable=False),
 )
 
+# Prompts, tools, actors and roles (domain/resources.py): one table for the four kinds, shaped
+# like ``agents``; names are unique per (category, folder).
+resources = Table(
+    "resources",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("category", String(16), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("folder_key", String(200), nullable=False),  # folder_id, '' for none
+    Column("folder_id", String(200)),
+    Column("collection_id", String(200)),
+    Column("alias", Text),
+    Column("description", Text, nullable=False),
+    Column("type", String(200)),
+    Column("version", Integer, nullable=False),
+    Column("document", Text, nullable=False),  # the resource's spec as JSON
+    Column("is_builtin", Boolean, nullable=False, default=False),
+    Column("markings", Text, nullable=False, default="[]"),  # as for agents
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    UniqueConstraint("category", "folder_key", "name", name="uq_resources_category_folder_name"),
+    Index("ix_resources_category", "category", "id"),
+)
+
+resource_versions = Table(
+    "resource_versions",
+    metadata,
+    Column(
+        "resource_id", String(64), ForeignKey("resources.id", ondelete="CASCADE"), primary_key=True
+    ),
+    Column("version", Integer, primary_key=True),
+    Column("document", Text, nullable=False),
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
 # Generic per-resource tables, keyed by resource id, so every category shares them.
 resource_tags = Table(
     "resource_tags",

@@ -105,7 +105,7 @@ async def create_agent(request: Request, ctx: Ctx) -> Response:
 
 @router.post("/validate", response_model=ValidationResult, openapi_extra=_SPEC_BODY)
 async def validate_agent(request: Request, ctx: Ctx) -> Response:
-    return JSON(ctx.svc.agents.validate(await json_body(request)))
+    return JSON(await ctx.svc.agents.validate(ctx.who, await json_body(request)))
 
 
 @router.get("", response_model=AgentList, openapi_extra={"parameters": LIST_PARAMETERS})

@@ -1,0 +1,235 @@
+"""Stored resources that agents reference: Prompts, Tools, Actors and Roles (DESIGN.md 2, 3.3).
+
+Each has the shared envelope of an Agent (``name, alias, category, type, collection_id,
+folder_id, tags, description``) and a body of its own:
+
+- a **Prompt** is a ``template`` with ``{{var}}`` placeholders and the ``variables`` it declares;
+- a **Tool** and an **Actor** are an agent's inline tool / actor config, stored once: the
+  resource ``name`` is the function's name (the entry point is looked up by it);
+- a **Role** is a delegate: instructions, an optional model, and tools.
+
+``*Spec`` is what a user writes; ``*Response`` adds the server's envelope. ``ResolvedAgent`` is
+what the react runtime gets from ``services.resources.resolve_agent``: every reference replaced
+by the inline config it names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+import orjson
+from pydantic import MISSING, BaseModel, ConfigDict, Field, model_validator
+
+from dhub.domain.agent import Owner, ShareScope
+from dhub.domain.base import JsonObject, PositiveInt, SpecModel
+from dhub.domain.functions import AgentActorConfig, AgentToolConfig, FunctionSpec, ToolItem
+
+Category = Literal["prompt", "tool", "actor", "role"]
+CATEGORIES: tuple[Category, ...] = ("prompt", "tool", "actor", "role")
+
+# Tools the platform itself provides; an agent names them with a plain string.
+BUILT_IN_TOOLS = frozenset({"set_conversation_variable"})
+
+# ``{{ name }}``: the only template feature of a Prompt. Anything between the braces that is
+# not a plain identifier is refused when the prompt is stored.
+PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def placeholders(template: str) -> list[str]:
+    """The text between each ``{{`` and ``}}`` of ``template``, stripped, in order."""
+    return [m.group(1).strip() for m in PLACEHOLDER.finditer(template)]
+
+
+def is_identifier(name: str) -> bool:
+    return IDENTIFIER.fullmatch(name) is not None
+
+
+def render_value(value: Any) -> str:
+    """A bound value as prompt text: strings as they are, ``null`` as nothing, anything else
+    as JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return orjson.dumps(value).decode()
+
+
+def render_template(template: str, values: Mapping[str, Any]) -> str:
+    """Replace each ``{{name}}`` with its value, in one pass: a value that itself contains
+    ``{{...}}`` is inserted as text, never expanded again, and nothing else is evaluated.
+    A placeholder without a value raises KeyError (the prompt was validated on create, so
+    callers pass every declared variable)."""
+    return PLACEHOLDER.sub(lambda m: render_value(values[m.group(1).strip()]), template)
+
+
+# -- documents ----------------------------------------------------------------------------------
+
+
+class ResourceSpec(SpecModel):
+    """The envelope every resource shares; ``category`` is fixed by each kind."""
+
+    name: Annotated[str, Field(min_length=1, max_length=200)] = Field(description="Resource name")
+    alias: str | None = Field(default=None, description="Display name shown to users.")
+    category: str = Field(description="Resource type tag")
+    type: str | None = Field(default=None, description="Subtype within category")
+    collection_id: str | None = Field(default=None, description="Parent collection ID")
+    folder_id: str | None = Field(default=None, description="Identifier of the containing folder.")
+    tags: list[str] | None = Field(default=None, description="Classification labels")
+    description: str
+
+
+class PromptVariable(SpecModel):
+    name: str = Field(description="An identifier, used in the template as {{name}}.")
+    description: str = ""
+    default: Any | MISSING = MISSING
+    required: bool = Field(
+        default=True,
+        description="Whether an agent must bind it; defaults to true without a default, "
+        "false with one.",
+    )
+
+    @model_validator(mode="after")
+    def _optional_when_defaulted(self) -> PromptVariable:
+        if "required" not in self.model_fields_set and self.default is not MISSING:
+            self.required = False
+        return self
+
+
+class PromptSpec(ResourceSpec):
+    category: Literal["prompt"] = Field(default="prompt", description="Resource type tag")
+    template: str = Field(description="Text with {{var}} placeholders.")
+    variables: list[PromptVariable] = Field(default=[])
+
+
+class ToolSpec(ResourceSpec):
+    """An AgentToolConfig stored on its own; ``name`` is the tool's name."""
+
+    category: Literal["tool"] = Field(default="tool", description="Resource type tag")
+    type: Literal["python"] = Field(default="python", description="The tool's language.")
+    function: FunctionSpec
+    require_browser: bool = False
+    options: JsonObject = Field(default={})
+
+
+class ActorSpec(ResourceSpec):
+    """An AgentActorConfig stored on its own; ``name`` is the actor's name."""
+
+    category: Literal["actor"] = Field(default="actor", description="Resource type tag")
+    function: FunctionSpec
+    confirmation_policy: Literal["confirm", "auto"] = "confirm"
+    options: JsonObject = Field(default={})
+
+
+class RoleSpec(ResourceSpec):
+    """A delegate the model can hand a task to; it runs a nested react loop."""
+
+    category: Literal["role"] = Field(default="role", description="Resource type tag")
+    instructions: str
+    model_provider: str | None = Field(default=None, description="null: the calling agent's")
+    model: str | None = Field(default=None, description="null: the calling agent's")
+    tools: list[ToolItem] = Field(default=[])
+    max_iterations: PositiveInt | None = Field(
+        default=None, description="null: the calling agent's"
+    )
+
+
+class InlineRoleConfig(SpecModel):
+    """An agent's role written inline (an object in ``agent.roles``), as the runtime reads it."""
+
+    name: str
+    description: str = ""
+    instructions: str
+    model_provider: str | None = None
+    model: str | None = None
+    tools: list[ToolItem] = Field(default=[])
+    max_iterations: PositiveInt | None = None
+
+
+class _Served(BaseModel):
+    """The server-owned fields of a response, as an AgentResponse has them."""
+
+    id: str = Field(description="Server-assigned unique identifier")
+    markings: list[str] = Field(
+        default=[],
+        description="Mandatory marking ids this resource requires; read-only — set via the "
+        "marking guard endpoints, not Create/PATCH.",
+    )
+    created_at: int | None = Field(default=None, description="Creation timestamp (Unix ms)")
+    updated_at: int | None = Field(default=None, description="Last update timestamp (Unix ms)")
+    owners: list[Owner] = Field(default=[], description="Users and groups that own the resource.")
+    my_share_scope: ShareScope | None = Field(
+        default=None, description="How the current caller received access to the resource."
+    )
+    is_builtin: bool = Field(default=False, description="Whether the platform ships it")
+    item: str = Field(deprecated=True, description="Deprecated: the resource id.")
+    version: int = Field(default=1, description="Version number; every update adds one.")
+
+
+_RESPONSE_CONFIG = ConfigDict(extra="ignore", strict=False)
+
+
+class PromptResponse(PromptSpec, _Served):
+    model_config = _RESPONSE_CONFIG
+
+
+class ToolResponse(ToolSpec, _Served):
+    model_config = _RESPONSE_CONFIG
+
+
+class ActorResponse(ActorSpec, _Served):
+    model_config = _RESPONSE_CONFIG
+
+
+class RoleResponse(RoleSpec, _Served):
+    model_config = _RESPONSE_CONFIG
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceKind:
+    category: Category
+    label: str  # "Prompt": for messages
+    spec: type[ResourceSpec]
+    response: type[BaseModel]
+
+
+KINDS: dict[str, ResourceKind] = {
+    "prompt": ResourceKind("prompt", "Prompt", PromptSpec, PromptResponse),
+    "tool": ResourceKind("tool", "Tool", ToolSpec, ToolResponse),
+    "actor": ResourceKind("actor", "Actor", ActorSpec, ActorResponse),
+    "role": ResourceKind("role", "Role", RoleSpec, RoleResponse),
+}
+
+
+# -- what the react runtime gets ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class InlineRole:
+    """A delegate with every reference resolved. ``instructions`` is the delegate's whole
+    system prompt; for a role that is another (react) agent, its rendered prompts and
+    instructions, and ``agent_id`` names it. None for model, provider or iterations: the
+    calling agent's."""
+
+    name: str
+    description: str
+    instructions: str
+    model_provider: str | None
+    model: str | None
+    tools: list[AgentToolConfig | str]
+    max_iterations: int | None
+    agent_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResolvedAgent:
+    """A react agent's system prompt and callables, references replaced by what they name
+    (built-in tools stay names)."""
+
+    system_prompt: str
+    tools: list[AgentToolConfig | str] = field(default_factory=list)
+    actors: list[AgentActorConfig] = field(default_factory=list)
+    roles: list[InlineRole] = field(default_factory=list)

@@ -1,0 +1,380 @@
+"""Prompt, tool, actor and role use cases, one service for the four kinds. Each public method
+is one transaction; routes stay thin. Access is the agents' own: the same policy, owners,
+grants and markings (services/sharing.py), with ``kind`` naming the resource.
+
+Also the public home of what agents need from these resources (implemented in
+services/references.py): ``check_agent_references`` (create-time checks of an agent's
+prompts, tools, actors and roles) and ``resolve_agent`` (an agent ready for the runtime).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from sqlalchemy.exc import IntegrityError
+
+from dhub.access import policy
+from dhub.access.principal import Principal
+from dhub.domain.agent import SERVER_OWNED_FIELDS
+from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
+from dhub.domain.ids import new_id, now_ms
+from dhub.domain.merge_patch import merge_patch
+from dhub.domain.resources import KINDS, ResourceKind, ResourceSpec, RoleSpec
+from dhub.services import sharing
+from dhub.services.agents import decode_cursor, encode_cursor
+from dhub.services.references import (
+    UnresolvableAgent,
+    check_agent_references,
+    check_tool_items,
+    resolve_agent,
+)
+from dhub.services.resource_validation import collect_resource_errors
+from dhub.store import audit
+from dhub.store import resources as repo
+from dhub.store import sharing as shares
+from dhub.store.agents import folder_key, set_tags
+from dhub.store.db import Conn, Database
+
+__all__ = [
+    "ResourcePage",
+    "ResourceService",
+    "ResourceView",
+    "UnresolvableAgent",
+    "check_agent_references",
+    "resolve_agent",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceView:
+    """A stored resource as one caller sees it: the API renders it (api/render.py)."""
+
+    record: repo.ResourceRecord
+    owners: list[dict[str, Any]]
+    scope: policy.ShareScope | None
+
+
+@dataclass(frozen=True)
+class ResourcePage:
+    data: list[ResourceView]
+    next_cursor: str | None
+
+
+def _kind(category: str) -> ResourceKind:
+    return KINDS[category]
+
+
+class ResourceService:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self._reach = shares.ReachCache()
+
+    # -- documents ------------------------------------------------------------------------------
+
+    @staticmethod
+    async def _references(
+        conn: Conn, principal: Principal, spec: ResourceSpec, before: Any = None
+    ) -> list[FieldError]:
+        """The problems with a valid document's references (a role's tools)."""
+        if isinstance(spec, RoleSpec):
+            return await check_tool_items(conn, principal, spec.tools, ("tools",), before)
+        return []
+
+    async def validate(self, principal: Principal, category: str, doc: Any) -> dict[str, Any]:
+        spec, errors = collect_resource_errors(_kind(category), doc)
+        if spec is not None:
+            async with self.db.read(snapshot=True) as conn:
+                errors = await self._references(conn, principal, spec)
+        return {"valid": not errors, "errors": [e.as_dict() for e in errors]}
+
+    async def create(self, principal: Principal, category: str, doc: Any) -> ResourceView:
+        spec, errors = collect_resource_errors(_kind(category), doc)
+        if errors or spec is None:
+            raise InvalidInput(errors)
+        resource_id, now = new_id(category), now_ms()
+        async with self.db.write() as conn:
+            errors = await self._references(conn, principal, spec)
+            if errors:
+                raise InvalidInput(errors)
+            await self._check_name_free(conn, spec, None)
+            document = spec.model_dump_json()
+            try:
+                await repo.insert_resource(
+                    conn,
+                    {
+                        **_indexed(spec),
+                        "id": resource_id,
+                        "category": category,
+                        "version": 1,
+                        "document": document,
+                        "is_builtin": False,
+                        "created_by": principal.user_id,
+                        "created_at": now,
+                        "updated_at": now,
+                    },
+                )
+            except IntegrityError as exc:  # lost a race for the name
+                raise _name_conflict(spec, None) from exc
+            await repo.insert_version(conn, resource_id, 1, document, principal.user_id, now)
+            await set_tags(conn, resource_id, spec.tags or [])
+            await shares.add_owners(conn, resource_id, [principal.user_id])
+            await audit.record(conn, principal.user_id, f"{category}.create", resource_id, None, 1)
+            found = await repo.get_resource(conn, resource_id, sorted(principal.principal_ids))
+        assert found is not None
+        return ResourceView(found.record, found.owners, "owner")
+
+    async def _check_name_free(self, conn: Conn, spec: ResourceSpec, own_id: str | None) -> None:
+        holder = await repo.find_by_name(conn, spec.category, spec.folder_id, spec.name)
+        if holder is not None and holder != own_id:
+            raise _name_conflict(spec, holder)
+
+    # -- access ---------------------------------------------------------------------------------
+
+    async def _find(
+        self, conn: Conn, principal: Principal, category: str, resource_id: str
+    ) -> repo.ResourceRow:
+        found = await repo.get_resource(conn, resource_id, sorted(principal.principal_ids))
+        if found is None or found.record.category != category:
+            raise NotFound(f"No {category} with id '{resource_id}'.")
+        return found
+
+    async def _load(
+        self,
+        conn: Conn,
+        principal: Principal,
+        category: str,
+        resource_id: str,
+        action: policy.Action,
+    ) -> tuple[repo.ResourceRecord, list[dict[str, Any]], policy.ShareScope]:
+        found = await self._find(conn, principal, category, resource_id)
+        allowed = _require(principal, action, found)
+        return found.record, found.owners, allowed.scope
+
+    async def get(self, principal: Principal, category: str, resource_id: str) -> ResourceView:
+        async with self.db.read() as conn:
+            record, owners, scope = await self._load(conn, principal, category, resource_id, "read")
+        return ResourceView(record, owners, scope)
+
+    async def page(
+        self,
+        principal: Principal,
+        category: str,
+        flt: repo.ResourceFilter,
+        limit: int,
+        cursor: str | None,
+    ) -> ResourcePage:
+        after = decode_cursor(cursor) if cursor else None
+        visible = policy.visible_agents(principal)  # the same rule for every kind
+        async with self.db.read(snapshot=visible.restricted) as conn:
+            reach = None
+            if visible.restricted:
+                held = visible.held_markings or ()
+                reach = await self._reach.get(conn, visible.principals, held)
+            found = await repo.list_resources(conn, category, flt, visible, after, limit + 1, reach)
+        data = []
+        for row in found[:limit]:  # the SQL filter already left only what the caller may see
+            seen = policy.access(principal, [o["id"] for o in row.owners], row.grant, ())
+            data.append(ResourceView(row.record, row.owners, seen.scope if seen else None))
+        next_cursor = encode_cursor(found[limit - 1].record.id) if len(found) > limit else None
+        return ResourcePage(data, next_cursor)
+
+    # -- changes --------------------------------------------------------------------------------
+
+    async def patch(
+        self, principal: Principal, category: str, resource_id: str, patch: Any
+    ) -> ResourceView:
+        """A merge patch of the document; ``owners`` replaces the owners (as for agents)."""
+        if not isinstance(patch, dict):
+            raise InvalidInput([FieldError("", "A merge patch must be a JSON object.", "type")])
+        kind = _kind(category)
+        doc_patch = {k: v for k, v in patch.items() if k != "owners"}
+        async with self.db.write() as conn:
+            found = await self._find(conn, principal, category, resource_id)
+            only_owners = "owners" in patch and not doc_patch
+            scope: policy.ShareScope | None
+            scope = _require(principal, "read" if only_owners else "edit", found).scope
+            owners, errors = await self._patched_owners(conn, principal, found, patch)
+            current = orjson.loads(found.record.document)
+            spec, doc_errors = collect_resource_errors(kind, _patched(current, doc_patch))
+            if spec is not None:
+                doc_errors = await self._references(conn, principal, spec, current)
+            if errors or doc_errors or spec is None:
+                raise InvalidInput([*doc_errors, *errors])
+            if owners is not None:
+                before = [o["id"] for o in found.owners]
+                await sharing.change_owners(conn, principal, resource_id, before, owners, category)
+                found = await self._find(conn, principal, category, resource_id)
+                seen = policy.access(principal, owners, found.grant, ())
+                scope = seen.scope if seen else None
+            record = await self._store(conn, principal, found.record, spec)
+        return ResourceView(record, found.owners, scope)
+
+    async def _patched_owners(
+        self, conn: Conn, principal: Principal, found: repo.ResourceRow, patch: dict[str, Any]
+    ) -> tuple[list[str] | None, list[FieldError]]:
+        if "owners" not in patch:
+            return None, []
+        owners, errors = await sharing.parse_owners(conn, patch["owners"])
+        if not errors and owners == sorted(o["id"] for o in found.owners):
+            return None, []  # unchanged: no "share" needed
+        _require(principal, "share", found)
+        return owners, errors
+
+    async def _store(
+        self,
+        conn: Conn,
+        principal: Principal,
+        record: repo.ResourceRecord,
+        spec: ResourceSpec,
+    ) -> repo.ResourceRecord:
+        """Store ``spec`` as the next version unless it is the current document."""
+        document = spec.model_dump_json()
+        if document == record.document:
+            return record
+        await self._check_name_free(conn, spec, record.id)
+        now, version = now_ms(), record.version + 1
+        values = {**_indexed(spec), "version": version, "document": document, "updated_at": now}
+        try:
+            await repo.update_resource(conn, record.id, values)
+        except IntegrityError as exc:
+            raise _name_conflict(spec, None) from exc
+        await repo.insert_version(conn, record.id, version, document, principal.user_id, now)
+        await set_tags(conn, record.id, spec.tags or [])
+        await audit.record(
+            conn, principal.user_id, f"{record.category}.update", record.id, record.version, version
+        )
+        return dataclasses.replace(
+            record,
+            name=spec.name,
+            folder_id=spec.folder_id,
+            version=version,
+            document=document,
+            updated_at=now,
+        )
+
+    async def delete(self, principal: Principal, category: str, resource_id: str) -> None:
+        async with self.db.write() as conn:
+            record, _, _ = await self._load(conn, principal, category, resource_id, "delete")
+            await repo.delete_resource(conn, resource_id)
+            await audit.record(
+                conn, principal.user_id, f"{category}.delete", resource_id, record.version
+            )
+
+    # -- versions -------------------------------------------------------------------------------
+
+    async def versions(
+        self, principal: Principal, category: str, resource_id: str
+    ) -> list[dict[str, Any]]:
+        async with self.db.read(snapshot=True) as conn:
+            await self._load(conn, principal, category, resource_id, "read")
+            rows = await repo.list_versions(conn, resource_id)
+        return [
+            {"version": v.version, "created_at": v.created_at, "created_by": v.created_by}
+            for v in rows
+        ]
+
+    async def version(
+        self, principal: Principal, category: str, resource_id: str, number: int
+    ) -> ResourceView:
+        async with self.db.read(snapshot=True) as conn:
+            record, owners, scope = await self._load(conn, principal, category, resource_id, "read")
+            found = await repo.get_version(conn, resource_id, number)
+        if found is None:
+            raise NotFound(
+                f"{_kind(category).label} '{resource_id}' has no version {number}; it has "
+                f"versions 1 to {record.version}."
+            )
+        snapshot = dataclasses.replace(
+            record, document=found.document, version=found.version, updated_at=found.created_at
+        )
+        return ResourceView(snapshot, owners, scope)
+
+    # -- sharing --------------------------------------------------------------------------------
+
+    async def grants(
+        self, principal: Principal, category: str, resource_id: str
+    ) -> list[dict[str, Any]]:
+        async with self.db.read(snapshot=True) as conn:
+            await self._load(conn, principal, category, resource_id, "read")
+            rows = await shares.list_grants(conn, resource_id)
+        return [sharing.grant_json(g) for g in rows]
+
+    async def grant(
+        self, principal: Principal, category: str, resource_id: str, body: Any
+    ) -> tuple[dict[str, Any], bool]:
+        async with self.db.write() as conn:
+            await self._load(conn, principal, category, resource_id, "share")
+            return await sharing.add_grant(conn, principal, resource_id, body, category)
+
+    async def ungrant(
+        self, principal: Principal, category: str, resource_id: str, principal_id: str
+    ) -> None:
+        async with self.db.write() as conn:
+            await self._load(conn, principal, category, resource_id, "share")
+            await sharing.remove_grant(conn, principal, resource_id, principal_id, category)
+
+    async def mark(
+        self, principal: Principal, category: str, resource_id: str, body: Any
+    ) -> ResourceView:
+        async with self.db.write() as conn:
+            record, owners, scope = await self._load(conn, principal, category, resource_id, "mark")
+            marking_id = sharing.marking_of(body)
+            stored = await sharing.mark(
+                conn, principal, resource_id, record.markings, marking_id, category
+            )
+        return ResourceView(dataclasses.replace(record, markings=stored), owners, scope)
+
+    async def unmark(
+        self, principal: Principal, category: str, resource_id: str, marking_id: str
+    ) -> ResourceView:
+        async with self.db.write() as conn:
+            record, owners, scope = await self._load(
+                conn, principal, category, resource_id, "unmark"
+            )
+            stored = await sharing.unmark(
+                conn, principal, resource_id, record.markings, marking_id, category
+            )
+        return ResourceView(dataclasses.replace(record, markings=stored), owners, scope)
+
+
+def _require(principal: Principal, action: policy.Action, found: repo.ResourceRow) -> policy.Access:
+    record = found.record
+    owner_ids = [o["id"] for o in found.owners]
+    markings = orjson.loads(record.markings)
+    return policy.require(
+        principal, action, record.id, owner_ids, found.grant, markings, kind=record.category
+    )
+
+
+def _patched(current: dict[str, Any], patch: dict[str, Any]) -> Any:
+    """Apply the patch; read-only fields in the patch are kept so validation reports them."""
+    merged = merge_patch(current, patch)
+    for key, value in patch.items():
+        if key == "markings" or key in SERVER_OWNED_FIELDS:
+            merged[key] = value
+    return merged
+
+
+def _indexed(spec: ResourceSpec) -> dict[str, Any]:
+    return {
+        "name": spec.name,
+        "folder_key": folder_key(spec.folder_id),
+        "folder_id": spec.folder_id,
+        "collection_id": spec.collection_id,
+        "alias": spec.alias,
+        "description": spec.description,
+        "type": spec.type,
+    }
+
+
+def _name_conflict(spec: ResourceSpec, holder: str | None) -> Conflict:
+    kind = spec.category
+    where = f"folder '{spec.folder_id}'" if spec.folder_id else "the top level (no folder)"
+    who = f"{kind} '{holder}'" if holder else f"another {kind}"
+    return Conflict(
+        f"The name '{spec.name}' is already used in {where} by {who}: choose another name "
+        f"or update that {kind}."
+    )
