@@ -115,3 +115,28 @@ def test_a_bad_reasoning_effort_is_refused_naming_the_field(settings: Settings) 
         response = client.post(f"{API}/agents/{agent}/runs", json=body)
     assert response.status_code == 422
     assert response.json()["errors"][0]["loc"] == "/reasoning_effort"
+
+
+def test_a_chats_next_turn_starts_from_the_whole_transcript(settings: Settings) -> None:
+    """The second turn sees the first turn's tool call and its result, not only the text."""
+    shipped = "Order A-1001 shipped yesterday."
+    with server(settings, [LOOKUP, shipped, "It was 42.0."]) as client:
+        agent = ok(client.post(f"{API}/agents", json=SUPPORT), 201)["id"]
+        chat_id, first = say(client, agent, "Where is order A-1001?")
+        assert until(client, first, "succeeded", "failed")["status"] == "succeeded"
+        path = f"{API}/conversations/{chat_id}/messages"
+        second = ok(client.post(path, json={"content": "And its total?"}), 202)["id"]
+        assert until(client, second, "succeeded", "failed")["status"] == "succeeded"
+        model = client.app.state.services.providers.client("openai").provider
+        conversation = ok(client.get(f"{API}/conversations/{chat_id}"))
+    last = model.requests[-1].messages
+    assert [m.role for m in last] == ["user", "assistant", "tool", "assistant", "user"]
+    assert last[1].tool_calls[0].name == "lookup_order"
+    assert last[2].tool_call_id == "l1" and "A-1001" in last[2].content
+    assert (last[3].content, last[4].content) == (shipped, "And its total?")
+    assert [m["content"] for m in conversation["messages"]] == [
+        "Where is order A-1001?",
+        shipped,
+        "And its total?",
+        "It was 42.0.",
+    ]

@@ -176,7 +176,8 @@ class _Journal:
         reply = None
         if self.conversation_id is not None and status == "succeeded":
             content = chat_reply(step.state.outputs)
-            reply = Reply(self.conversation_id, content, step.state.conversation)
+            reply = Reply(self.conversation_id, content, step.state.conversation,
+                          _transcript(step.state.agents))  # fmt: skip
         park = status == "waiting" and not self.live.people.early and self.parks(self.issued)
         rows = StepRows(
             self.run_id, self.step, self.next_seq, patch, events,
@@ -259,6 +260,14 @@ def chat_reply(outputs: dict[str, Any]) -> str:
     if len(texts) == 1:
         return texts[0]
     return json.dumps(outputs)
+
+
+def _transcript(agents: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """A react chat turn's transcript, kept on the conversation for its next turn."""
+    loop = agents.get("agent")
+    if loop is None:
+        return None
+    return {"messages": loop["messages"], "summary": loop.get("summary")}
 
 
 def _ending_events(step: Step) -> list[dict[str, Any]]:

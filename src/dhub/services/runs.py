@@ -162,7 +162,7 @@ class RunService:
         version = version or record.version
         graph = self.graphs.put(agent_id, version, document)
         if chat is not None and graph.spec.mode == "react":
-            sys_extra = {**sys_extra, "history": await self._history(chat[0])}
+            sys_extra = {**sys_extra, **await self._history(chat[0])}
         if chat is not None and "message" in _start_variables(graph):
             inputs = {**inputs, "message": sys_extra.get("message", "")}
         try:
@@ -203,11 +203,16 @@ class RunService:
         self.executor.start(run, context, conversation)
         return run
 
-    async def _history(self, conversation_id: str) -> list[dict[str, Any]]:
-        """A react chat turn's earlier messages, oldest first."""
+    async def _history(self, conversation_id: str) -> dict[str, Any]:
+        """Where a react chat turn starts: the transcript its last turn left (tool calls and
+        the compaction summary included), else the conversation's messages."""
         async with self.db.read() as conn:
+            conversation = await chats.get_conversation(conn, conversation_id)
+            if conversation is not None and conversation.transcript:
+                saved = conversation.transcript
+                return {"history": saved.get("messages") or [], "summary": saved.get("summary")}
             found = await chats.messages(conn, conversation_id)
-        return [{"role": m.role, "content": m.content} for m in found]
+        return {"history": [{"role": m.role, "content": m.content} for m in found]}
 
     async def get(self, who: Principal, run_id: str) -> store.RunRecord:
         async with self.db.read() as conn:

@@ -21,6 +21,9 @@ class ConversationRecord:
     turn_run_id: str | None
     created_at: int
     updated_at: int
+    # A react agent's transcript after its last turn ({messages, summary}): tool calls and
+    # all, compacted; the next turn starts from it.
+    transcript: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +38,7 @@ class MessageRecord:
 _COLUMNS = (
     conversations.c.id, conversations.c.agent_id, conversations.c.user_id,
     conversations.c.variables, conversations.c.message_count, conversations.c.turn_run_id,
-    conversations.c.created_at, conversations.c.updated_at,
+    conversations.c.created_at, conversations.c.updated_at, conversations.c.transcript,
 )  # fmt: skip
 
 
@@ -90,9 +93,11 @@ async def add_message(
     *,
     variables: dict[str, Any] | None = None,
     turn_run_id: str | None = None,
+    transcript: dict[str, Any] | None = None,
 ) -> int:
     """Append a message (its seq follows the conversation's count, taken under the row's
-    write lock) and, with it, the conversation's new variables or the turn's run."""
+    write lock) and, with it, the conversation's new variables, the turn's run, or a react
+    agent's transcript."""
     values: dict[str, Any] = {
         "message_count": conversations.c.message_count + 1,
         "updated_at": at,
@@ -101,6 +106,8 @@ async def add_message(
         values["variables"] = variables
     if turn_run_id is not None:
         values["turn_run_id"] = turn_run_id
+    if transcript is not None:
+        values["transcript"] = transcript
     row = (
         await conn.execute(
             update(conversations)

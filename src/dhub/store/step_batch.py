@@ -42,6 +42,7 @@ class Reply:
     conversation_id: str
     content: str
     variables: dict[str, Any]
+    transcript: dict[str, Any] | None = None  # a react agent's, for the next turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +146,7 @@ async def write_steps(conn: Conn, writes: Sequence[StepWrite]) -> None:
         if w.reply is not None:
             await chats.add_message(
                 conn, w.reply.conversation_id, "assistant", w.reply.content, w.rows.run_id,
-                w.rows.at, variables=w.reply.variables,
+                w.rows.at, variables=w.reply.variables, transcript=w.reply.transcript,
             )  # fmt: skip
 
 

@@ -315,6 +315,9 @@ conversations = Table(
     Column("turn_run_id", String(64)),  # the run of the latest turn
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
+    # A react agent's own transcript after the latest turn (tool calls, results, summary):
+    # the next turn starts from it instead of the plain messages.
+    Column("transcript", JSON),
     Index("ix_conversations_user", "user_id", "id"),
 )
 
