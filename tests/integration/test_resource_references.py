@@ -56,7 +56,7 @@ def test_an_agent_with_every_kind_of_reference_is_accepted(client: TestClient) -
         roles=[
             role["id"],
             {"id": other["id"], "name": "delegate"},
-            {"name": "r", "tools": [tool["id"]]},
+            {"name": "r", "instructions": "Look things up.", "tools": [tool["id"]]},
         ],
     )
     assert ok(client.post(f"{API}/agents/validate", json=doc)) == {"valid": True, "errors": []}
@@ -130,6 +130,45 @@ def test_prompt_variables_must_be_bound(client: TestClient) -> None:
     response = client.patch(f"{API}/agents/{agent['id']}", json={"description": "new"})
     assert errors_of(response) == [("/agent/prompts/0/variables", "missing_variable")]
     assert "'greeting'" in response.json()["errors"][0]["message"]
+
+
+def test_object_forms_and_inline_roles_are_checked_on_create(client: TestClient) -> None:
+    tool = create(client, "tool", tool_doc())
+    actor = create(client, "actor", actor_doc())
+    doc = agent_doc(
+        tools=[
+            {"id": tool["id"], "description": "Find it.", "options": {"timeout": 5}},
+            {"name": "lookup", "description": "no function, no id"},
+            {"id": tool["id"], "require_browser": True},
+            {"id": "tool.01nosuchtool", "description": "x"},
+        ],
+        actors=[
+            {"id": actor["id"], "confirmation_policy": "confirm"},
+            {"id": actor["id"], "confirmation_policy": "auto"},
+        ],
+        roles=[
+            {"name": "helper", "description": "d"},
+            {"name": "r", "instructions": "i", "tools": ["tool.01nosuchtool"]},
+            {"name": "ok", "instructions": "Look up.", "tools": [{"id": tool["id"], "name": "t"}]},
+        ],
+    )
+    response = post_agent(client, doc)
+    assert sorted(errors_of(response)) == [
+        ("/agent/actors/1/confirmation_policy", "literal_error"),
+        ("/agent/roles/0/instructions", "missing"),
+        ("/agent/roles/1/tools/0", "unknown_reference"),
+        ("/agent/tools/1", "not_callable"),
+        ("/agent/tools/2/require_browser", "extra_forbidden"),
+        ("/agent/tools/3/id", "unknown_reference"),
+    ]
+    messages = {e["loc"]: e["message"] for e in response.json()["errors"]}
+    assert "'function'" in messages["/agent/tools/1"] and "'id'" in messages["/agent/tools/1"]
+    assert "'description', 'options'" in messages["/agent/tools/2/require_browser"]
+    assert "its owner decides" in messages["/agent/actors/1/confirmation_policy"]
+    doc["agent"]["tools"] = doc["agent"]["tools"][:1]
+    doc["agent"]["actors"] = doc["agent"]["actors"][:1]
+    doc["agent"]["roles"] = doc["agent"]["roles"][2:]
+    ok(post_agent(client, doc), 201)
 
 
 def test_a_reference_the_caller_cannot_read_is_unknown(client: TestClient) -> None:
@@ -288,7 +327,7 @@ async def test_resolve_agent_renders_prompts_and_resolves_references(db: Databas
     locs = [(e.loc, e.code) for e in caught.value.errors]
     assert locs == [
         ("/agent/prompts/1/prompt_id", "unknown_reference"),
-        ("/agent/tools/1", "unknown_reference"),
+        ("/agent/tools/1/id", "unknown_reference"),
         ("/agent/roles/0/tools/0", "unknown_reference"),
         ("/agent/roles/1", "unknown_reference"),
         ("/agent/roles/1", "unknown_reference"),

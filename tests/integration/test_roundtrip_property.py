@@ -83,10 +83,20 @@ def function_spec() -> st.SearchStrategy[dict[str, Any]]:
     )
 
 
+def overrides(kind: str) -> st.SearchStrategy[dict[str, Any]]:
+    """The object form: a stored tool or actor with fields set for this agent."""
+    optional: dict[str, st.SearchStrategy[Any]] = {"options": json_object}
+    if kind == "actor":
+        optional["confirmation_policy"] = st.just("confirm")
+    return st.fixed_dictionaries(
+        {"id": st.just(f"@{kind}"), "description": text}, optional=optional
+    )
+
+
 def item(inline: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[Any]:
-    ref = st.fixed_dictionaries({"id": ident, "name": text})
-    other = st.fixed_dictionaries({"builtin": ident}, optional={"options": json_object})
-    return ident | ref | inline | other
+    """A tool_call node's tool: stored (any form) or inline."""
+    ref = st.fixed_dictionaries({"id": st.just("@tool"), "name": text})
+    return st.just("@tool") | ref | inline | overrides("tool")
 
 
 # An agent's references must name stored resources the caller can read (checked on create):
@@ -128,7 +138,10 @@ def compaction(draw: Draw) -> dict[str, Any]:
     }
 
 
-other_item = st.fixed_dictionaries({"builtin": ident}, optional={"options": json_object})
+inline_role = st.fixed_dictionaries(
+    {"name": ident, "instructions": text},
+    optional={"description": text, "max_iterations": st.integers(1, 20)},
+)
 agent_config = st.fixed_dictionaries(
     {"instructions": text, "model_provider": ident, "model": ident},
     optional={
@@ -139,9 +152,9 @@ agent_config = st.fixed_dictionaries(
             ),
             max_size=2,
         ),
-        "tools": st.lists(agent_item("tool", tool_config | other_item), max_size=3),
-        "actors": st.lists(agent_item("actor", actor_config | other_item), max_size=2),
-        "roles": st.lists(agent_item("role", st.just({"name": "r"})), max_size=2),
+        "tools": st.lists(agent_item("tool", tool_config | overrides("tool")), max_size=3),
+        "actors": st.lists(agent_item("actor", actor_config | overrides("actor")), max_size=2),
+        "roles": st.lists(agent_item("role", inline_role), max_size=2),
         "outputs": maybe(json_object),
         "max_iterations": st.integers(1, 1000),
         "max_input_tokens": maybe(st.integers(1, 10**7)),

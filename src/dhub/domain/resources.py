@@ -132,9 +132,7 @@ class RoleSpec(ResourceSpec):
     model_provider: str | None = Field(default=None, description="null: the calling agent's")
     model: str | None = Field(default=None, description="null: the calling agent's")
     tools: list[ToolItem] = Field(default=[])
-    max_iterations: PositiveInt | None = Field(
-        default=None, description="null: the calling agent's"
-    )
+    max_iterations: PositiveInt | None = Field(default=None, description="null: 10")
 
 
 class InlineRoleConfig(SpecModel):
@@ -147,6 +145,26 @@ class InlineRoleConfig(SpecModel):
     model: str | None = None
     tools: list[ToolItem] = Field(default=[])
     max_iterations: PositiveInt | None = None
+
+
+class ToolOverrides(SpecModel):
+    """The object form of an agent's tool: the stored tool ``id`` with some of its fields set
+    for this agent only. ``options`` are merged over the stored ones."""
+
+    id: str = Field(description="The stored tool's id (tool.…).")
+    name: str | None = Field(default=None, description="For display only, as in {id, name}.")
+    description: str | None = Field(default=None, description="What the model is told.")
+    options: JsonObject | None = Field(default=None, description="Merged over the tool's.")
+
+
+class ActorOverrides(ToolOverrides):
+    """The object form of an agent's actor. An agent may ask for confirmation of an ``auto``
+    actor, never waive it for a ``confirm`` one: its owner decided that."""
+
+    id: str = Field(description="The stored actor's id (actor.…).")
+    confirmation_policy: Literal["confirm"] | None = Field(
+        default=None, description="Only 'confirm': make an auto actor ask a person first."
+    )
 
 
 class _Served(BaseModel):
@@ -211,8 +229,8 @@ KINDS: dict[str, ResourceKind] = {
 class InlineRole:
     """A delegate with every reference resolved. ``instructions`` is the delegate's whole
     system prompt; for a role that is another (react) agent, its rendered prompts and
-    instructions, and ``agent_id`` names it. None for model, provider or iterations: the
-    calling agent's."""
+    instructions, and ``agent_id`` names it. None for model or provider: the calling agent's;
+    for iterations: 10 (engine/react_build.py)."""
 
     name: str
     description: str

@@ -151,11 +151,15 @@ def function_request(
     item = node.config.tool if isinstance(node, ToolCallWorkflowNode) else node.config.actor
     function = getattr(item, "function", None)
     if function is None:
-        # Stored tools and actors (by id or reference) are resolved by the react runtime issue.
+        # Stored tools and actors are resolved before the graph compiles (services/runs.py
+        # Graphs); one still named here no longer exists.
+        what = "tool" if isinstance(node, ToolCallWorkflowNode) else "actor"
         raise NodeFailure(
-            f"'{node.type}' nodes can only call inline functions for now: give "
-            "{name, function: {source, ...}} instead of a reference",
-            "unsupported",
+            f"The {what} {_named(item)} is not available: the server resolves stored {what}s "
+            "when a run starts, and this one no longer exists (deleted after the agent was "
+            f"saved: edit the node to call another {what}); `dhub run FILE` calls inline "
+            f"{what}s only.",
+            "invalid_agent",
         )
     return FunctionRequest(
         function.source,
@@ -170,6 +174,13 @@ def function_request(
         outputs=dict(function.outputs) or None,
         decorators=tuple(d.model_dump(mode="json") for d in function.decorators),
     )
+
+
+def _named(item: Any) -> str:
+    ref = item if isinstance(item, str) else getattr(item, "id", None)
+    if ref is None and isinstance(item, dict):
+        ref = item.get("id")
+    return f"'{ref}'" if ref else "it names"
 
 
 def function_parameters(

@@ -26,8 +26,9 @@ from dhub.domain.nodes import (
     ParallelWorkflowNode,
     WorkflowNode,
 )
+from dhub.domain.resources import ResolvedAgent
 from dhub.engine.react import AgentNode, ReactConfig
-from dhub.engine.react_build import react_config, react_nodes
+from dhub.engine.react_build import broken_config, react_config, react_nodes
 from dhub.engine.validate import validate_agent_document
 
 ROOT = ""  # the id of the top-level scope
@@ -86,17 +87,31 @@ def compile_document(doc: Any) -> CompiledGraph:
 Budget = Callable[[str, str, int | None], int]  # provider, model, max_input_tokens -> budget
 
 
-def compile_agent(doc: Any, budget: Budget | None = None) -> CompiledGraph:
-    """Validate and compile any agent whose references are inline: a workflow, or a react
-    agent (its instructions as the system prompt, its inline tools and actors; ``budget``
-    gives its input-token budget, and with it compaction)."""
-    spec = validate_agent_document(doc)
+def compile_agent(
+    doc: Any,
+    budget: Budget | None = None,
+    resolved: ResolvedAgent | str | None = None,
+) -> CompiledGraph:
+    """Validate (unless ``doc`` is a spec already) and compile an agent: a workflow, or a
+    react agent. ``resolved``: the react agent's references resolved (services/references.py),
+    or why they cannot be (its runs then fail saying so); without it, its references must be
+    inline (its instructions the system prompt). ``budget`` gives its input-token budget,
+    and with it compaction."""
+    spec = doc if isinstance(doc, AgentSpec) else validate_agent_document(doc)
     if spec.mode != "react" or spec.agent is None:
         return compile_spec(spec)
+    if isinstance(resolved, str):
+        return compile_spec(spec, broken_config(spec, resolved))
     agent = spec.agent
     tokens = None if budget is None else budget(agent.model_provider, agent.model,
                                                 agent.max_input_tokens)  # fmt: skip
-    return compile_spec(spec, react_config(spec, budget=tokens))
+    if resolved is None:
+        return compile_spec(spec, react_config(spec, budget=tokens))
+    config = react_config(
+        spec, system=resolved.system_prompt, tools=resolved.tools, actors=resolved.actors,
+        budget=tokens, roles=resolved.roles,
+    )  # fmt: skip
+    return compile_spec(spec, config)
 
 
 def compile_spec(spec: AgentSpec, react: ReactConfig | None = None) -> CompiledGraph:

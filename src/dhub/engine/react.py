@@ -82,6 +82,9 @@ class ReactConfig:
     conversation_variables: tuple[str, ...] = ()
     compaction: compaction.Settings | None = None  # None: no budget is known
     roles: tuple[ReactRole, ...] = ()
+    # Why the agent cannot run as stored (a reference deleted since it was saved): a run that
+    # meets it fails with this message instead of calling anything.
+    broken: str | None = None
 
     def tool(self, name: str) -> ReactTool | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -146,6 +149,7 @@ def new_loop(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
 def begin(walk: Walk, frame: str, node: AgentNode) -> None:
     """Start the loop with the run's task: the chat message, the event, or the ``message``
     input, after the chat's earlier turns (``sys.history``, ``sys.summary``)."""
+    _check_runnable(node)
     history = list(walk.state.sys.get("history") or [])
     task = {"role": "user", "content": task_of(walk.state.sys, walk.state.inputs)}
     top = new_loop([*history, task], routes={})
@@ -153,6 +157,11 @@ def begin(walk: Walk, frame: str, node: AgentNode) -> None:
         top["summary"] = summary  # a chat's earlier turns, compacted by an earlier run
     walk.state.agents[node_key(frame, node.id)] = top
     ask(Loop(walk, frame, node, top, "", top, node.config))
+
+
+def _check_runnable(node: AgentNode) -> None:
+    if node.config.broken is not None:
+        raise NodeFailure(node.config.broken, "invalid_agent")
 
 
 def task_of(sys: dict[str, Any], inputs: dict[str, Any]) -> str:
@@ -178,6 +187,7 @@ def on_event(
     top = walk.state.agents[node_key(frame, node.id)]
     del walk.state.pending[event.command_id]
     path = top["routes"].pop(event.command_id, "")
+    _check_runnable(node)
     loop = _loop_at(walk, frame, node, top, path)
     data = loop.data
     if event.command_id == data["asking"]:

@@ -21,6 +21,7 @@ from dhub.domain.nodes import (
     StartVariable,
     StartWorkflowNode,
 )
+from dhub.domain.resources import InlineRole
 from dhub.engine import compaction
 from dhub.engine.actions import function_parameters
 from dhub.engine.react import (
@@ -44,14 +45,15 @@ def react_config(
     tools: Sequence[AgentToolConfig | str] | None = None,
     actors: Sequence[AgentActorConfig] | None = None,
     budget: int | None = None,
-    roles: Sequence[Mapping[str, Any]] | None = None,
+    roles: Sequence[InlineRole | Mapping[str, Any]] | None = None,
 ) -> ReactConfig:
     """The loop's config. ``system``, ``tools`` and ``actors`` are the resolved ones (prompts
     rendered, references replaced by their stored configs); by default the spec's own, which
     must then be inline. ``budget`` is the input-token budget that applies (the agent's
     ``max_input_tokens`` or the server's default, capped at the model's context window):
-    without one, nothing is compacted. ``roles`` are inline role objects ({name, description,
-    instructions, model_provider?, model?, tools?, max_iterations?}), by default the spec's."""
+    without one, nothing is compacted. ``roles`` are resolved roles, or inline role objects
+    ({name, description, instructions, model_provider?, model?, tools?, max_iterations?}), by
+    default the spec's."""
     agent = spec.agent
     if agent is None:
         raise ValueError("a react agent needs its 'agent' config")
@@ -83,23 +85,38 @@ def react_config(
 
 
 def _role(item: Any, provider: str, model: str, settings: compaction.Settings | None) -> ReactRole:
-    """An inline role as a delegate: its own instructions, tools and iteration budget; the
-    parent's model unless it names one."""
-    if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
+    """A role as a delegate: its own instructions, tools and iteration budget; the parent's
+    model unless it names one."""
+    if isinstance(item, Mapping) and isinstance(item.get("name"), str):
+        item = InlineRole(
+            name=item["name"], description=str(item.get("description") or ""),
+            instructions=str(item.get("instructions") or ""),
+            model_provider=item.get("model_provider"), model=item.get("model"),
+            tools=[AgentToolConfig.model_validate(t) if isinstance(t, Mapping) else t
+                   for t in item.get("tools") or ()],
+            max_iterations=item.get("max_iterations"),
+        )  # fmt: skip
+    if not isinstance(item, InlineRole):
         raise ValueError(
             f"role {item!r} is a reference: resolve the agent's stored references first"
         )
-    tools = [_tool(AgentToolConfig.model_validate(t) if isinstance(t, Mapping) else t, "tool")
-             for t in item.get("tools") or ()]  # fmt: skip
     config = ReactConfig(
-        system=str(item.get("instructions") or ""),
-        model_provider=str(item.get("model_provider") or provider),
-        model=str(item.get("model") or model),
-        tools=tuple(tools),
-        max_iterations=int(item.get("max_iterations") or ROLE_ITERATIONS),
+        system=item.instructions,
+        model_provider=item.model_provider or provider,
+        model=item.model or model,
+        tools=tuple(_tool(t, "tool") for t in item.tools),
+        max_iterations=item.max_iterations or ROLE_ITERATIONS,
         compaction=settings,
     )
-    return ReactRole(item["name"], str(item.get("description") or ""), config)
+    return ReactRole(item.name, item.description, config)
+
+
+def broken_config(spec: AgentSpec, problem: str) -> ReactConfig:
+    """A react agent that cannot run as stored: every run of it fails saying ``problem``."""
+    agent = spec.agent
+    if agent is None:
+        raise ValueError("a react agent needs its 'agent' config")
+    return ReactConfig(agent.instructions, agent.model_provider, agent.model, broken=problem)
 
 
 def _compaction(given: AgentCompaction | None, budget: int) -> compaction.Settings:

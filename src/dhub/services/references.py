@@ -3,9 +3,8 @@
 - ``check_agent_references``: create-time checks (DESIGN.md 3.3): every referenced id names a
   resource the caller can read, every required variable of a prompt is bound, every plain
   string tool is a built-in. Errors point into the agent document.
-- ``resolve_agent``: what the react runtime runs: the system prompt rendered, and every
-  reference replaced by the inline config it names (the latest version, without access
-  checks: the agent's author was checked when the reference was saved).
+- ``resolve_agent`` (services/resolution.py, using the forms' rules from here): what the
+  react runtime runs.
 
 Both are re-exported by services/resources.py, the resources' public module.
 """
@@ -18,39 +17,34 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from pydantic import MISSING, ValidationError
+from pydantic import ValidationError
 
 from dhub.access import policy
 from dhub.access.principal import Principal
-from dhub.domain.agent import AgentSpec, PromptRef
-from dhub.domain.errors import FieldError, InvalidInput
+from dhub.domain.agent import AgentSpec
+from dhub.domain.errors import FieldError
 from dhub.domain.functions import (
     ITEM_TAGS,
-    AgentActorConfig,
     AgentResourceRef,
-    AgentToolConfig,
 )
+from dhub.domain.nodes import ActorCallWorkflowNode, ToolCallWorkflowNode
 from dhub.domain.pointers import from_validation_error, join
 from dhub.domain.resources import (
     BUILT_IN_TOOLS,
-    ActorSpec,
-    InlineRole,
+    ActorOverrides,
     InlineRoleConfig,
     PromptSpec,
-    ResolvedAgent,
-    RoleSpec,
-    ToolSpec,
-    render_template,
+    ToolOverrides,
 )
 from dhub.store import agents as agent_repo
 from dhub.store import resources as repo
-from dhub.store.db import Conn, Database
+from dhub.store.db import Conn
 
 Loc = tuple[str | int, ...]
 _KINDS = ("agent", "prompt", "tool", "actor", "role")
 # A stored id: ``<category>.<ulid>`` (lowercase); anything else with a kind's prefix names
 # nothing, and is never sent to the database (PostgreSQL text cannot hold NUL, for one).
-_STORED_ID = re.compile(r"(?:agent|prompt|tool|actor|role)\.[0-9A-Za-z_-]{1,56}")
+STORED_ID = re.compile(r"(?:agent|prompt|tool|actor|role)\.[0-9A-Za-z_-]{1,56}")
 _BUILT_INS = ", ".join(sorted(BUILT_IN_TOOLS))
 
 
@@ -67,11 +61,6 @@ class _Ref:
     allowed: tuple[str, ...]  # the categories that may be referenced there
 
 
-class UnresolvableAgent(InvalidInput):
-    """An agent refers to something that no longer exists (deleted since it was saved), or
-    holds an item the runtime cannot call; ``errors`` point into the agent document."""
-
-
 # -- walking the items --------------------------------------------------------------------------
 
 
@@ -86,50 +75,138 @@ def _kinds(allowed: tuple[str, ...]) -> str:
 def _item_refs(
     items: Sequence[Any], at: Loc, allowed: tuple[str, ...], errors: list[FieldError]
 ) -> Iterator[_Ref]:
-    """The references among ``items`` (strings and ``{id, name}``); problems with the forms
-    go to ``errors``. Inline configs and objects are not references."""
-    what = allowed[0]
+    """The references among ``items``: strings, ``{id, name}`` and, for tools and actors, the
+    object form (an id with overrides); problems with the forms go to ``errors``. Inline
+    configs are not references (and inline roles are checked by ``_inline_roles``)."""
     for i, item in enumerate(items):
-        if isinstance(item, AgentResourceRef):
-            value, loc = item.id, (*at, i, "id")
-        elif isinstance(item, str):
-            value, loc = item, (*at, i)
+        ref = _item_ref(item, (*at, i), join(*at), allowed, errors)
+        if ref is not None:
+            yield ref
+
+
+def _item_ref(
+    item: Any,
+    at: Loc,
+    where: str,
+    allowed: tuple[str, ...],
+    errors: list[FieldError],
+    built_ins: bool = True,
+) -> _Ref | None:
+    """The reference ``item`` (at ``at``, in the list or field ``where``) makes, if any.
+    ``built_ins``: whether a built-in tool's name may stand there (not in a tool_call node)."""
+    what = allowed[0]
+    if isinstance(item, AgentResourceRef):
+        value, loc = item.id, (*at, "id")
+    elif isinstance(item, str):
+        value, loc = item, at
+    elif isinstance(item, dict) and what in OVERRIDES:
+        parsed = overrides_of(item, at, what, errors)
+        if parsed is None:
+            return None
+        value, loc = parsed.id, (*at, "id")
+    else:
+        return None
+    kind = kind_of(value)
+    if kind in allowed:
+        return _Ref(loc, value, allowed)
+    if kind is not None:
+        message = (
+            f"'{value}' is {_a(kind)}, but {where} takes {_a(_kinds(allowed))}: move it or "
+            "name another."
+        )
+        errors.append(FieldError(join(*loc), message, "wrong_kind"))
+    elif what == "tool" and isinstance(item, str) and built_ins:
+        if value not in BUILT_IN_TOOLS:
+            message = (
+                f"'{value}' is neither a built-in tool nor a tool id: use one of {_BUILT_INS}, "
+                "the id of a stored tool (tool.…), or an inline tool."
+            )
+            errors.append(FieldError(join(*loc), message, "unknown_tool"))
+    else:
+        inline = "" if what == "role" else f", or an inline {what}"
+        message = f"'{value}' is not {_a(what)} id: name a stored {_kinds(allowed)}{inline}."
+        errors.append(FieldError(join(*loc), message, "not_an_id"))
+    return None
+
+
+def _node_refs(spec: AgentSpec, errors: list[FieldError]) -> Iterator[_Ref]:
+    """The stored tools and actors that a workflow's tool_call and actor_call nodes call."""
+    for i, node in enumerate(spec.nodes):
+        item: Any
+        if isinstance(node, ToolCallWorkflowNode):
+            item, allowed, field = node.config.tool, ("tool",), "tool"
+        elif isinstance(node, ActorCallWorkflowNode):
+            item, allowed, field = node.config.actor, ("actor",), "actor"
         else:
             continue
-        kind = kind_of(value)
-        if kind in allowed:
-            yield _Ref(loc, value, allowed)
-        elif kind is not None:
-            errors.append(
-                FieldError(
-                    join(*loc),
-                    f"'{value}' is {_a(kind)}, but {join(*at)} takes {_a(_kinds(allowed))}: "
-                    "move it or name another.",
-                    "wrong_kind",
-                )
+        at: Loc = ("nodes", i, "config", field)
+        ref = _item_ref(item, at, join(*at), allowed, errors, built_ins=False)
+        if ref is not None:
+            yield ref
+
+
+OVERRIDES: dict[str, type[ToolOverrides]] = {"tool": ToolOverrides, "actor": ActorOverrides}
+
+
+def overrides_of(
+    item: dict[str, Any], at: Loc, what: str, errors: list[FieldError]
+) -> ToolOverrides | None:
+    """An object that is neither ``{id, name}`` nor an inline config (no 'function'): a stored
+    tool or actor with overrides, or an error saying which forms there are."""
+    if "id" not in item:
+        errors.append(
+            FieldError(
+                join(*at),
+                f"This {what} has no 'function' and no 'id': write an inline {what} (name, "
+                f"description, function) or name a stored one by its 'id' ({what}.…), "
+                f"optionally with {_override_fields(what)} for this agent.",
+                "not_callable",
             )
-        elif what == "tool" and isinstance(item, str):
-            if value not in BUILT_IN_TOOLS:
-                errors.append(
-                    FieldError(
-                        join(*loc),
-                        f"'{value}' is neither a built-in tool nor a tool id: use one of "
-                        f"{_BUILT_INS}, the id of a stored tool (tool.…), or an inline tool.",
-                        "unknown_tool",
-                    )
+        )
+        return None
+    try:
+        return OVERRIDES[what].model_validate(item)
+    except ValidationError as exc:
+        for err in from_validation_error(exc, item):
+            message = err.message
+            if err.code == "extra_forbidden":
+                message = (
+                    f"A stored {what} named by 'id' takes only {_override_fields(what)} for "
+                    "this agent: remove this field, or write the whole inline "
+                    f"{what} (with 'function')."
                 )
-        else:
-            inline = "" if what == "role" else f", or an inline {what}"
-            errors.append(
-                FieldError(
-                    join(*loc),
-                    f"'{value}' is not {_a(what)} id: name a stored {_kinds(allowed)}{inline}.",
-                    "not_an_id",
+            elif err.loc == "/confirmation_policy":
+                message = (
+                    "An agent may only tighten an actor's confirmation_policy to 'confirm'; "
+                    "to stop asking, change the actor itself (its owner decides)."
                 )
-            )
+            errors.append(FieldError(join(*at) + err.loc, message, err.code))
+        return None
+
+
+def _override_fields(what: str) -> str:
+    extra = ", 'confirmation_policy': 'confirm'" if what == "actor" else ""
+    return f"'description', 'options'{extra}"
+
+
+def _inline_roles(roles: Sequence[Any], errors: list[FieldError]) -> Iterator[_Ref]:
+    """Each role written inline checked as a role (name, instructions, ...), and the
+    references among its tools."""
+    for i, role in enumerate(roles):
+        if not isinstance(role, dict):
+            continue
+        at: Loc = ("agent", "roles", i)
+        try:
+            config = InlineRoleConfig.model_validate(role)
+        except ValidationError as exc:
+            for err in from_validation_error(exc, role, ITEM_TAGS):
+                errors.append(FieldError(join(*at) + err.loc, err.message, err.code))
+            continue
+        yield from _item_refs(config.tools, (*at, "tools"), ("tool",), errors)
 
 
 def _agent_refs(spec: AgentSpec, errors: list[FieldError]) -> Iterator[_Ref]:
+    yield from _node_refs(spec, errors)
     config = spec.agent
     if config is None:
         return
@@ -138,10 +215,7 @@ def _agent_refs(spec: AgentSpec, errors: list[FieldError]) -> Iterator[_Ref]:
     yield from _item_refs(config.tools, ("agent", "tools"), ("tool",), errors)
     yield from _item_refs(config.actors, ("agent", "actors"), ("actor",), errors)
     yield from _item_refs(config.roles, ("agent", "roles"), ("role", "agent"), errors)
-    for i, role in enumerate(config.roles):
-        tools = role.get("tools") if isinstance(role, dict) else None
-        if isinstance(tools, list):  # an inline role's own tools
-            yield from _item_refs(tools, ("agent", "roles", i, "tools"), ("tool",), errors)
+    yield from _inline_roles(config.roles, errors)
 
 
 def _ids_in(document: Any) -> set[str]:
@@ -187,7 +261,7 @@ async def check_references(
     is missing or, unless ``trusted`` (already referenced by the stored document, so checked
     when it was added), not readable by the caller)."""
     principals = sorted(principal.principal_ids)
-    valid = [r for r in refs if _STORED_ID.fullmatch(r.id)]
+    valid = [r for r in refs if STORED_ID.fullmatch(r.id)]
     found = await repo.get_resources(
         conn, [r.id for r in valid if kind_of(r.id) != "agent"], principals
     )
@@ -212,7 +286,7 @@ def _readable(principal: Principal, row: repo.ResourceRow | agent_repo.AgentRow)
     return policy.access(principal, owners, row.grant, markings) is not None
 
 
-def _binding_errors(at: Loc, prompt_id: str, prompt: PromptSpec, bound: Any) -> list[FieldError]:
+def binding_errors(at: Loc, prompt_id: str, prompt: PromptSpec, bound: Any) -> list[FieldError]:
     """A required variable of the prompt left unbound, or a bound name it does not declare."""
     bound = bound if isinstance(bound, dict) else {}
     declared = {v.name for v in prompt.variables}
@@ -264,7 +338,7 @@ async def check_agent_references(
             if row is not None and row.record.category == "prompt":
                 prompt = PromptSpec.model_validate_json(row.record.document)
                 at = ("agent", "prompts", i)
-                errors += _binding_errors(at, prompt_ref.prompt_id, prompt, prompt_ref.variables)
+                errors += binding_errors(at, prompt_ref.prompt_id, prompt, prompt_ref.variables)
     for ref in refs:
         agent = agents.get(ref.id)
         if (
@@ -292,219 +366,3 @@ async def check_tool_items(
     trusted = _ids_in(before) if before is not None else ()
     errors += (await check_references(conn, principal, refs, trusted))[2]
     return errors
-
-
-# -- resolving for the runtime ------------------------------------------------------------------
-
-
-class _Resolver:
-    """Loads what references name (once each), collecting what cannot be resolved."""
-
-    def __init__(self, conn: Conn) -> None:
-        self.conn = conn
-        self.errors: list[FieldError] = []
-        self._resources: dict[str, repo.ResourceRow | None] = {}
-        self._agents: dict[str, agent_repo.AgentRow | None] = {}
-
-    async def document(self, at: Loc, ref_id: str, kind: str) -> str | None:
-        row: repo.ResourceRow | agent_repo.AgentRow | None = None
-        if _STORED_ID.fullmatch(ref_id) and kind_of(ref_id) == kind:
-            if kind == "agent":
-                if ref_id not in self._agents:
-                    self._agents.update(await agent_repo.get_agents(self.conn, [ref_id], ()))
-                row = self._agents.setdefault(ref_id, None)
-            else:
-                if ref_id not in self._resources:
-                    self._resources.update(await repo.get_resources(self.conn, [ref_id], ()))
-                row = self._resources.setdefault(ref_id, None)
-                if row is not None and row.record.category != kind:
-                    row = None
-        if row is None:
-            self.fail(
-                at,
-                f"The {kind} '{ref_id}' no longer exists (it was deleted after the agent was "
-                "saved): remove the reference from the agent, or name another.",
-                "unknown_reference",
-            )
-            return None
-        return row.record.document
-
-    def fail(self, at: Loc, message: str, code: str) -> None:
-        self.errors.append(FieldError(join(*at), message, code))
-
-    async def system_prompt(self, at: Loc, prompts: Sequence[PromptRef], instructions: str) -> str:
-        parts = []
-        for i, ref in enumerate(prompts):
-            loc = (*at, "prompts", i)
-            document = await self.document((*loc, "prompt_id"), ref.prompt_id, "prompt")
-            if document is None:
-                continue
-            prompt = PromptSpec.model_validate_json(document)
-            problems = _binding_errors(loc, ref.prompt_id, prompt, ref.variables)
-            if problems:
-                self.errors += problems
-                continue
-            values: dict[str, Any] = {
-                v.name: "" if v.default is MISSING else v.default for v in prompt.variables
-            }
-            values.update(ref.variables or {})
-            parts.append(render_template(prompt.template, values))
-        return "\n\n".join([*parts, instructions]) if parts else instructions
-
-    async def tools(self, at: Loc, items: Sequence[Any]) -> list[AgentToolConfig | str]:
-        out: list[AgentToolConfig | str] = []
-        for i, item in enumerate(items):
-            if isinstance(item, AgentToolConfig):
-                out.append(item)
-            elif isinstance(item, str) and kind_of(item) is None:
-                out.append(item)  # a built-in tool, by name
-            elif isinstance(item, str | AgentResourceRef):
-                ref_id = item if isinstance(item, str) else item.id
-                document = await self.document((*at, i), ref_id, "tool")
-                if document is not None:
-                    tool = ToolSpec.model_validate_json(document)
-                    out.append(
-                        AgentToolConfig(
-                            name=tool.name,
-                            description=tool.description,
-                            type=tool.type,
-                            function=tool.function,
-                            require_browser=tool.require_browser,
-                            options=tool.options,
-                        )
-                    )
-            else:
-                self.fail((*at, i), _NOT_CALLABLE.format(what="tool"), "not_callable")
-        return out
-
-    async def actors(self, at: Loc, items: Sequence[Any]) -> list[AgentActorConfig]:
-        out: list[AgentActorConfig] = []
-        for i, item in enumerate(items):
-            if isinstance(item, AgentActorConfig):
-                out.append(item)
-            elif isinstance(item, str | AgentResourceRef):
-                ref_id = item if isinstance(item, str) else item.id
-                document = await self.document((*at, i), ref_id, "actor")
-                if document is not None:
-                    actor = ActorSpec.model_validate_json(document)
-                    out.append(
-                        AgentActorConfig(
-                            name=actor.name,
-                            description=actor.description,
-                            function=actor.function,
-                            confirmation_policy=actor.confirmation_policy,
-                            options=actor.options,
-                        )
-                    )
-            else:
-                self.fail((*at, i), _NOT_CALLABLE.format(what="actor"), "not_callable")
-        return out
-
-    async def roles(self, at: Loc, items: Sequence[Any]) -> list[InlineRole]:
-        out: list[InlineRole] = []
-        for i, item in enumerate(items):
-            loc = (*at, i)
-            if isinstance(item, dict):
-                role = await self._inline_role(loc, item)
-            else:
-                ref_id = item if isinstance(item, str) else item.id
-                if kind_of(ref_id) == "agent":
-                    role = await self._agent_role(loc, ref_id)
-                else:
-                    role = await self._stored_role(loc, ref_id)
-            if role is not None:
-                out.append(role)
-        return out
-
-    async def _inline_role(self, at: Loc, item: dict[str, Any]) -> InlineRole | None:
-        try:
-            config = InlineRoleConfig.model_validate(item)
-        except ValidationError as exc:
-            for err in from_validation_error(exc, item, ITEM_TAGS):
-                self.errors.append(FieldError(join(*at) + err.loc, err.message, err.code))
-            return None
-        return await self._role(at, config, config.instructions)
-
-    async def _stored_role(self, at: Loc, ref_id: str) -> InlineRole | None:
-        document = await self.document(at, ref_id, "role")
-        if document is None:
-            return None
-        spec = RoleSpec.model_validate_json(document)
-        return await self._role(at, spec, spec.instructions)
-
-    async def _role(
-        self, at: Loc, role: InlineRoleConfig | RoleSpec, instructions: str
-    ) -> InlineRole:
-        return InlineRole(
-            name=role.name,
-            description=role.description,
-            instructions=instructions,
-            model_provider=role.model_provider,
-            model=role.model,
-            tools=await self.tools((*at, "tools"), role.tools),
-            max_iterations=role.max_iterations,
-        )
-
-    async def _agent_role(self, at: Loc, agent_id: str) -> InlineRole | None:
-        document = await self.document(at, agent_id, "agent")
-        if document is None:
-            return None
-        spec = AgentSpec.model_validate_json(document)
-        if spec.agent is None:
-            self.fail(at, f"'{agent_id}' is a workflow agent: it cannot be a role.", "not_react")
-            return None
-        config = spec.agent
-        # Its own references are reported at the role that brought them in.
-        inner = _Resolver(self.conn)
-        inner._resources, inner._agents = self._resources, self._agents
-        prompt = await inner.system_prompt(("agent",), config.prompts, config.instructions)
-        tools = await inner.tools(("agent", "tools"), config.tools)
-        for err in inner.errors:
-            self.fail(at, f"In the role's agent '{agent_id}' at {err.loc}: {err.message}", err.code)
-        return InlineRole(
-            name=spec.name,
-            description=spec.description,
-            instructions=prompt,
-            model_provider=config.model_provider,
-            model=config.model,
-            tools=tools,
-            max_iterations=config.max_iterations,
-            agent_id=agent_id,
-        )
-
-
-_NOT_CALLABLE = (
-    "This {what} is a free-form object, which the runtime cannot call: write an inline {what} "
-    "(with 'function') or name a stored one."
-)
-
-
-async def resolve_agent(db_or_conn: Database | Conn, spec: AgentSpec) -> ResolvedAgent:
-    """The react agent ``spec`` ready to run: its system prompt (the rendered prompts in order,
-    each with its bindings over the prompt's defaults, joined with "\\n\\n", then
-    "\\n\\n" + instructions; just the instructions without prompts) and its tools, actors and
-    roles as inline configs, references resolved to their latest versions (built-in tools stay
-    names). Raises UnresolvableAgent, listing every reference that no longer resolves."""
-    if spec.agent is None:
-        raise ValueError("resolve_agent needs a react agent: this one has no 'agent' config")
-    if isinstance(db_or_conn, Database):
-        async with db_or_conn.read(snapshot=True) as conn:
-            return await _resolve(conn, spec)
-    return await _resolve(db_or_conn, spec)
-
-
-async def _resolve(conn: Conn, spec: AgentSpec) -> ResolvedAgent:
-    config = spec.agent
-    assert config is not None
-    resolver = _Resolver(conn)
-    system_prompt = await resolver.system_prompt(("agent",), config.prompts, config.instructions)
-    tools = await resolver.tools(("agent", "tools"), config.tools)
-    actors = await resolver.actors(("agent", "actors"), config.actors)
-    roles = await resolver.roles(("agent", "roles"), config.roles)
-    if resolver.errors:
-        raise UnresolvableAgent(
-            resolver.errors,
-            f"The agent '{spec.name}' cannot run as stored: "
-            + "; ".join(f"{e.loc}: {e.message}" for e in resolver.errors[:3]),
-        )
-    return ResolvedAgent(system_prompt, tools, actors, roles)

@@ -25,12 +25,8 @@ from dhub.domain.merge_patch import merge_patch
 from dhub.domain.resources import KINDS, ResourceKind, ResourceSpec, RoleSpec
 from dhub.services import sharing
 from dhub.services.agents import decode_cursor, encode_cursor
-from dhub.services.references import (
-    UnresolvableAgent,
-    check_agent_references,
-    check_tool_items,
-    resolve_agent,
-)
+from dhub.services.references import check_agent_references, check_tool_items
+from dhub.services.resolution import UnresolvableAgent, resolve_agent
 from dhub.services.resource_validation import collect_resource_errors
 from dhub.store import audit
 from dhub.store import resources as repo

@@ -9,27 +9,39 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 from sqlalchemy.exc import IntegrityError
 
 from dhub.access.principal import Principal
+from dhub.domain.agent import AgentSpec
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.nodes import InputField
+from dhub.domain.resources import ResolvedAgent
 from dhub.engine.compile import Budget, CompiledGraph, compile_agent
 from dhub.engine.state import CancelRun, RunState
 from dhub.engine.stepper import Stepper
+from dhub.engine.validate import validate_agent_document
 from dhub.engine.values import InputError, check_submission
 from dhub.providers.types import EFFORTS
 from dhub.runtime import checkpoints
 from dhub.runtime.durable import RunExecutor, start_state
 from dhub.runtime.ports import Answer, Decision
 from dhub.services.agents import AgentService
+from dhub.services.resolution import (
+    UnresolvableAgent,
+    refers,
+    resolve_agent,
+    resolve_nodes,
+    unresolvable,
+    with_node_items,
+)
 from dhub.store import agents as agents_store
 from dhub.store import conversations as chats
 from dhub.store import runs as store
@@ -41,6 +53,7 @@ _BUSY = (
     "read the run and its tasks again."
 )
 _GRAPHS_CACHED = 256
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -50,33 +63,79 @@ class RunPage:
 
 
 class Graphs:
-    """Compiled agent versions (a version never changes, so it compiles once)."""
+    """Compiled agent versions. A version never changes, so an agent without references
+    compiles once. References (a react agent's prompts, tools, actors and roles by id, a
+    workflow node's stored tool or actor) resolve to what they name now, each time a run
+    starts or resumes: a fixed tool or prompt applies to the runs that wait, too."""
 
     def __init__(self, db: Database, budget: Budget | None = None) -> None:
         self.db = db
         self.budget = budget  # a react agent's input-token budget (compaction): see app.py
-        self._cache: OrderedDict[tuple[str, int], CompiledGraph] = OrderedDict()
+        self._cache: OrderedDict[Hashable, CompiledGraph] = OrderedDict()
+        self._specs: OrderedDict[tuple[str, int], AgentSpec] = OrderedDict()
 
-    def put(self, agent_id: str, version: int, document: str) -> CompiledGraph:
+    async def load(
+        self, agent_id: str, version: int, document: str | None = None, *, starting: bool = False
+    ) -> CompiledGraph:
+        """The graph of an agent version (``document``: its stored JSON, when the caller has
+        read it). ``starting``: a run is about to start, so a reference that no longer
+        resolves is the caller's error (UnresolvableAgent, 422); otherwise the graph fails
+        each run that meets it, saying why."""
         key = (agent_id, version)
-        graph = self._cache.get(key)
-        if graph is None:
-            graph = compile_agent(orjson.loads(document), self.budget)
-            self._cache[key] = graph
-            while len(self._cache) > _GRAPHS_CACHED:
-                self._cache.popitem(last=False)
-        self._cache.move_to_end(key)
-        return graph
+        graph = _cached(self._cache, key)
+        if graph is not None:
+            return graph
+        spec = _cached(self._specs, key)
+        if spec is None:
+            spec = validate_agent_document(orjson.loads(document or await self._read(*key)))
+            if not refers(spec):
+                return _keep(self._cache, key, compile_agent(spec, self.budget))
+            _keep(self._specs, key, spec)
+        if spec.mode == "workflow":
+            items, problems = await resolve_nodes(self.db, spec)
+            if problems and starting:
+                raise unresolvable(spec, problems)
+            return self._compiled(key, items, lambda: compile_agent(with_node_items(spec, items)))
+        resolved: ResolvedAgent | str
+        try:
+            resolved = await resolve_agent(self.db, spec)
+        except UnresolvableAgent as exc:
+            if starting:
+                raise
+            resolved = str(exc)
+        return self._compiled(key, resolved, lambda: compile_agent(spec, self.budget, resolved))
+
+    def _compiled(
+        self, key: tuple[str, int], resolved: object, make: Callable[[], CompiledGraph]
+    ) -> CompiledGraph:
+        """The graph of an agent version with what its references resolved to: compiled once
+        for each thing they resolve to."""
+        digest = hashlib.blake2b(repr(resolved).encode(), digest_size=16).digest()
+        return _cached(self._cache, (*key, digest)) or _keep(self._cache, (*key, digest), make())
 
     async def __call__(self, agent_id: str, version: int) -> CompiledGraph:
-        cached = self._cache.get((agent_id, version))
-        if cached is not None:
-            return cached
+        return await self.load(agent_id, version)
+
+    async def _read(self, agent_id: str, version: int) -> str:
         async with self.db.read() as conn:
             found = await agents_store.get_version(conn, agent_id, version)
         if found is None:
             raise NotFound(f"Agent '{agent_id}' has no version {version}.")
-        return self.put(agent_id, version, found.document)
+        return found.document
+
+
+def _cached(cache: OrderedDict[Any, _T], key: Hashable) -> _T | None:
+    found = cache.get(key)
+    if found is not None:
+        cache.move_to_end(key)
+    return found
+
+
+def _keep(cache: OrderedDict[Any, _T], key: Hashable, value: _T) -> _T:
+    cache[key] = value
+    while len(cache) > _GRAPHS_CACHED:
+        cache.popitem(last=False)
+    return value
 
 
 class EventHub:
@@ -160,7 +219,7 @@ class RunService:
         this run is."""
         record, document = await self.agents.for_run(who, agent_id, version)
         version = version or record.version
-        graph = self.graphs.put(agent_id, version, document)
+        graph = await self.graphs.load(agent_id, version, document, starting=True)
         if chat is not None and graph.spec.mode == "react":
             sys_extra = {**sys_extra, **await self._history(chat[0])}
         if chat is not None and "message" in _start_variables(graph):

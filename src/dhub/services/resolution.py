@@ -1,0 +1,347 @@
+"""What a react agent's references name, for the runtime (services/runs.py ``Graphs``).
+
+``resolve_agent`` renders the system prompt and replaces every reference (a tool, actor or
+role by id, the object form's overrides applied, another agent as a role) with the inline
+config it names: the latest version, without access checks (the agent's author was checked
+when the reference was saved, by services/references.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import MISSING, ValidationError
+
+from dhub.domain.agent import AgentSpec, PromptRef
+from dhub.domain.errors import FieldError, InvalidInput
+from dhub.domain.functions import ITEM_TAGS, AgentActorConfig, AgentResourceRef, AgentToolConfig
+from dhub.domain.nodes import ActorCallWorkflowNode, ToolCallWorkflowNode
+from dhub.domain.pointers import from_validation_error, join
+from dhub.domain.resources import (
+    ActorOverrides,
+    ActorSpec,
+    InlineRole,
+    InlineRoleConfig,
+    PromptSpec,
+    ResolvedAgent,
+    RoleSpec,
+    ToolOverrides,
+    ToolSpec,
+    render_template,
+)
+from dhub.services.references import (
+    OVERRIDES,
+    STORED_ID,
+    Loc,
+    binding_errors,
+    kind_of,
+    overrides_of,
+)
+from dhub.store import agents as agent_repo
+from dhub.store import resources as repo
+from dhub.store.db import Conn, Database
+
+
+class UnresolvableAgent(InvalidInput):
+    """An agent refers to something that no longer exists (deleted since it was saved), or
+    holds an item the runtime cannot call; ``errors`` point into the agent document."""
+
+
+class _Resolver:
+    """Loads what references name (once each), collecting what cannot be resolved."""
+
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+        self.errors: list[FieldError] = []
+        self._resources: dict[str, repo.ResourceRow | None] = {}
+        self._agents: dict[str, agent_repo.AgentRow | None] = {}
+
+    async def document(self, at: Loc, ref_id: str, kind: str) -> str | None:
+        row: repo.ResourceRow | agent_repo.AgentRow | None = None
+        if STORED_ID.fullmatch(ref_id) and kind_of(ref_id) == kind:
+            if kind == "agent":
+                if ref_id not in self._agents:
+                    self._agents.update(await agent_repo.get_agents(self.conn, [ref_id], ()))
+                row = self._agents.setdefault(ref_id, None)
+            else:
+                if ref_id not in self._resources:
+                    self._resources.update(await repo.get_resources(self.conn, [ref_id], ()))
+                row = self._resources.setdefault(ref_id, None)
+                if row is not None and row.record.category != kind:
+                    row = None
+        if row is None:
+            self.fail(
+                at,
+                f"The {kind} '{ref_id}' no longer exists (it was deleted after the agent was "
+                "saved): remove the reference from the agent, or name another.",
+                "unknown_reference",
+            )
+            return None
+        return row.record.document
+
+    def fail(self, at: Loc, message: str, code: str) -> None:
+        self.errors.append(FieldError(join(*at), message, code))
+
+    async def system_prompt(self, at: Loc, prompts: Sequence[PromptRef], instructions: str) -> str:
+        parts = []
+        for i, ref in enumerate(prompts):
+            loc = (*at, "prompts", i)
+            document = await self.document((*loc, "prompt_id"), ref.prompt_id, "prompt")
+            if document is None:
+                continue
+            prompt = PromptSpec.model_validate_json(document)
+            problems = binding_errors(loc, ref.prompt_id, prompt, ref.variables)
+            if problems:
+                self.errors += problems
+                continue
+            values: dict[str, Any] = {
+                v.name: "" if v.default is MISSING else v.default for v in prompt.variables
+            }
+            values.update(ref.variables or {})
+            parts.append(render_template(prompt.template, values))
+        return "\n\n".join([*parts, instructions]) if parts else instructions
+
+    async def tools(self, at: Loc, items: Sequence[Any]) -> list[AgentToolConfig | str]:
+        found = [await self.tool((*at, i), item) for i, item in enumerate(items)]
+        return [t for t in found if t is not None]
+
+    async def tool(self, at: Loc, item: Any) -> AgentToolConfig | str | None:
+        """A tool item as the runtime calls it (None, with an error, when it cannot be)."""
+        if isinstance(item, AgentToolConfig):
+            return item
+        if isinstance(item, str) and kind_of(item) is None:
+            return item  # a built-in tool, by name
+        found = await self._stored(at, item, "tool")
+        if found is None:
+            return None
+        tool, changes = ToolSpec.model_validate_json(found[0]), found[1]
+        return AgentToolConfig(
+            name=tool.name,
+            description=_given(changes.description, tool.description),
+            type=tool.type,
+            function=tool.function,
+            require_browser=tool.require_browser,
+            options={**tool.options, **(changes.options or {})},
+        )
+
+    async def actors(self, at: Loc, items: Sequence[Any]) -> list[AgentActorConfig]:
+        found = [await self.actor((*at, i), item) for i, item in enumerate(items)]
+        return [a for a in found if a is not None]
+
+    async def actor(self, at: Loc, item: Any) -> AgentActorConfig | None:
+        """An actor item as the runtime calls it (None, with an error, when it cannot be)."""
+        if isinstance(item, AgentActorConfig):
+            return item
+        found = await self._stored(at, item, "actor")
+        if found is None:
+            return None
+        actor, changes = ActorSpec.model_validate_json(found[0]), found[1]
+        policy = actor.confirmation_policy
+        if isinstance(changes, ActorOverrides) and changes.confirmation_policy:
+            policy = changes.confirmation_policy
+        return AgentActorConfig(
+            name=actor.name,
+            description=_given(changes.description, actor.description),
+            function=actor.function,
+            confirmation_policy=policy,
+            options={**actor.options, **(changes.options or {})},
+        )
+
+    async def _stored(self, at: Loc, item: Any, what: str) -> tuple[str, ToolOverrides] | None:
+        """The stored document a tool or actor item names, with the item's overrides (none
+        for a plain reference)."""
+        if isinstance(item, str):
+            changes = OVERRIDES[what](id=item)
+        elif isinstance(item, AgentResourceRef):
+            changes, at = OVERRIDES[what](id=item.id), (*at, "id")
+        elif isinstance(item, dict):
+            errors: list[FieldError] = []
+            parsed = overrides_of(item, at, what, errors)
+            if parsed is None:
+                self.errors += errors
+                return None
+            changes, at = parsed, (*at, "id")
+        else:
+            self.fail(at, _NOT_CALLABLE.format(what=what), "not_callable")
+            return None
+        document = await self.document(at, changes.id, what)
+        return None if document is None else (document, changes)
+
+    async def roles(self, at: Loc, items: Sequence[Any]) -> list[InlineRole]:
+        out: list[InlineRole] = []
+        for i, item in enumerate(items):
+            loc = (*at, i)
+            if isinstance(item, dict):
+                role = await self._inline_role(loc, item)
+            else:
+                ref_id = item if isinstance(item, str) else item.id
+                if kind_of(ref_id) == "agent":
+                    role = await self._agent_role(loc, ref_id)
+                else:
+                    role = await self._stored_role(loc, ref_id)
+            if role is not None:
+                out.append(role)
+        return out
+
+    async def _inline_role(self, at: Loc, item: dict[str, Any]) -> InlineRole | None:
+        try:
+            config = InlineRoleConfig.model_validate(item)
+        except ValidationError as exc:
+            for err in from_validation_error(exc, item, ITEM_TAGS):
+                self.errors.append(FieldError(join(*at) + err.loc, err.message, err.code))
+            return None
+        return await self._role(at, config, config.instructions)
+
+    async def _stored_role(self, at: Loc, ref_id: str) -> InlineRole | None:
+        document = await self.document(at, ref_id, "role")
+        if document is None:
+            return None
+        spec = RoleSpec.model_validate_json(document)
+        return await self._role(at, spec, spec.instructions)
+
+    async def _role(
+        self, at: Loc, role: InlineRoleConfig | RoleSpec, instructions: str
+    ) -> InlineRole:
+        return InlineRole(
+            name=role.name,
+            description=role.description,
+            instructions=instructions,
+            model_provider=role.model_provider,
+            model=role.model,
+            tools=await self.tools((*at, "tools"), role.tools),
+            max_iterations=role.max_iterations,
+        )
+
+    async def _agent_role(self, at: Loc, agent_id: str) -> InlineRole | None:
+        document = await self.document(at, agent_id, "agent")
+        if document is None:
+            return None
+        spec = AgentSpec.model_validate_json(document)
+        if spec.agent is None:
+            self.fail(at, f"'{agent_id}' is a workflow agent: it cannot be a role.", "not_react")
+            return None
+        config = spec.agent
+        # Its own references are reported at the role that brought them in.
+        inner = _Resolver(self.conn)
+        inner._resources, inner._agents = self._resources, self._agents
+        prompt = await inner.system_prompt(("agent",), config.prompts, config.instructions)
+        tools = await inner.tools(("agent", "tools"), config.tools)
+        for err in inner.errors:
+            self.fail(at, f"In the role's agent '{agent_id}' at {err.loc}: {err.message}", err.code)
+        return InlineRole(
+            name=spec.name,
+            description=spec.description,
+            instructions=prompt,
+            model_provider=config.model_provider,
+            model=config.model,
+            tools=tools,
+            max_iterations=config.max_iterations,
+            agent_id=agent_id,
+        )
+
+
+def _given(override: str | None, stored: str) -> str:
+    return stored if override is None else override
+
+
+_NOT_CALLABLE = (
+    "This {what} is a free-form object, which the runtime cannot call: write an inline {what} "
+    "(with 'function') or name a stored one."
+)
+
+
+async def resolve_agent(db_or_conn: Database | Conn, spec: AgentSpec) -> ResolvedAgent:
+    """The react agent ``spec`` ready to run: its system prompt (the rendered prompts in order,
+    each with its bindings over the prompt's defaults, joined with "\\n\\n", then
+    "\\n\\n" + instructions; just the instructions without prompts) and its tools, actors and
+    roles as inline configs, references resolved to their latest versions (built-in tools stay
+    names). Raises UnresolvableAgent, listing every reference that no longer resolves."""
+    if spec.agent is None:
+        raise ValueError("resolve_agent needs a react agent: this one has no 'agent' config")
+    if isinstance(db_or_conn, Database):
+        async with db_or_conn.read(snapshot=True) as conn:
+            return await _resolve(conn, spec)
+    return await _resolve(db_or_conn, spec)
+
+
+async def _resolve(conn: Conn, spec: AgentSpec) -> ResolvedAgent:
+    config = spec.agent
+    assert config is not None
+    resolver = _Resolver(conn)
+    system_prompt = await resolver.system_prompt(("agent",), config.prompts, config.instructions)
+    tools = await resolver.tools(("agent", "tools"), config.tools)
+    actors = await resolver.actors(("agent", "actors"), config.actors)
+    roles = await resolver.roles(("agent", "roles"), config.roles)
+    if resolver.errors:
+        raise unresolvable(spec, resolver.errors)
+    return ResolvedAgent(system_prompt, tools, actors, roles)
+
+
+def unresolvable(spec: AgentSpec, errors: list[FieldError]) -> UnresolvableAgent:
+    return UnresolvableAgent(
+        errors,
+        f"The agent '{spec.name}' cannot run as stored: "
+        + "; ".join(f"{e.loc}: {e.message}" for e in errors[:3]),
+    )
+
+
+NodeItems = dict[str, AgentToolConfig | AgentActorConfig]
+
+
+async def resolve_nodes(db: Database, spec: AgentSpec) -> tuple[NodeItems, list[FieldError]]:
+    """The stored tools and actors a workflow's tool_call and actor_call nodes name, as inline
+    configs by node id, and an error for each that no longer resolves (such a node keeps its
+    reference: a run that reaches it fails there, saying so, engine/actions.py)."""
+    found: NodeItems = {}
+    async with db.read(snapshot=True) as conn:
+        resolver = _Resolver(conn)
+        for i, node in enumerate(spec.nodes):
+            item: AgentToolConfig | AgentActorConfig | str | None = None
+            if isinstance(node, ToolCallWorkflowNode) and _stored(node.config.tool):
+                item = await resolver.tool(("nodes", i, "config", "tool"), node.config.tool)
+            elif isinstance(node, ActorCallWorkflowNode) and _stored(node.config.actor):
+                item = await resolver.actor(("nodes", i, "config", "actor"), node.config.actor)
+            if isinstance(item, AgentToolConfig | AgentActorConfig):
+                found[node.id] = item
+    return found, resolver.errors
+
+
+def with_node_items(spec: AgentSpec, items: NodeItems) -> AgentSpec:
+    """``spec`` with those nodes calling the resolved configs."""
+    if not items:
+        return spec
+    nodes = []
+    for node in spec.nodes:
+        item = items.get(node.id)
+        if isinstance(node, ToolCallWorkflowNode) and isinstance(item, AgentToolConfig):
+            node = node.model_copy(update={"config": node.config.model_copy(update={"tool": item})})
+        elif isinstance(node, ActorCallWorkflowNode) and isinstance(item, AgentActorConfig):
+            config = node.config.model_copy(update={"actor": item})
+            node = node.model_copy(update={"config": config})
+        nodes.append(node)
+    return spec.model_copy(update={"nodes": nodes})
+
+
+def _stored(item: Any) -> bool:
+    """Whether a tool or actor item names a stored one (any form but inline)."""
+    return not isinstance(item, AgentToolConfig | AgentActorConfig)
+
+
+def refers(spec: AgentSpec) -> bool:
+    """Whether an agent names anything stored (so it needs resolving before it compiles)."""
+    for node in spec.nodes:
+        if isinstance(node, ToolCallWorkflowNode) and _stored(node.config.tool):
+            return True
+        if isinstance(node, ActorCallWorkflowNode) and _stored(node.config.actor):
+            return True
+    config = spec.agent
+    if config is None:
+        return False
+    items = [*config.tools, *config.actors]
+    inline = all(
+        isinstance(i, AgentToolConfig | AgentActorConfig)
+        or (isinstance(i, str) and kind_of(i) is None)
+        for i in items
+    )
+    return bool(config.prompts or config.roles) or not inline
