@@ -53,6 +53,8 @@ bench: uv-available
 	$(BIN)/python bench/engine_overhead.py
 	$(BIN)/python bench/sandbox.py
 	$(BIN)/python bench/runs.py
+	$(BIN)/python bench/providers.py
+	$(BIN)/python bench/react.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
