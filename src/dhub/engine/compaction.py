@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dhub.providers.tokens import MESSAGE_OVERHEAD, TOOL_OVERHEAD, estimate_text
+from dhub.providers.memo import ByIdentity
+from dhub.providers.tokens import MESSAGE_OVERHEAD, TOOL_OVERHEAD, estimate_schema, estimate_text
 
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 SUMMARY_SYSTEM = (
@@ -48,7 +49,7 @@ class Cut:
     after: int  # tokens after, without a summary (a summary adds at most its maximum)
 
 
-def count_message(message: dict[str, Any]) -> int:
+def _count_message(message: dict[str, Any]) -> int:
     total = MESSAGE_OVERHEAD + estimate_text(str(message.get("content") or ""))
     for call in message.get("tool_calls") or ():
         total += estimate_text(str(call.get("name", ""))) + estimate_text(
@@ -57,12 +58,24 @@ def count_message(message: dict[str, Any]) -> int:
     return total
 
 
+# A transcript's messages never change once in it, and a loop counts them before each call:
+# each is counted once.
+count_message = ByIdentity(_count_message)
+
+
+def _count_tool(tool: dict[str, Any]) -> int:
+    return (
+        estimate_text(str(tool.get("name", ""))) + estimate_text(str(tool.get("description", "")))
+        + estimate_schema(tool.get("parameters") or {})
+    )  # fmt: skip
+
+
 def count_request(
     system: str, messages: Sequence[dict[str, Any]], tools: Sequence[dict[str, Any]]
 ) -> int:
     """The base estimate of a request (uncalibrated)."""
     fixed = estimate_text(system) + MESSAGE_OVERHEAD
-    fixed += sum(TOOL_OVERHEAD + estimate_text(json.dumps(t, ensure_ascii=False)) for t in tools)
+    fixed += sum(TOOL_OVERHEAD + _count_tool(t) for t in tools)
     return fixed + sum(count_message(m) for m in messages)
 
 

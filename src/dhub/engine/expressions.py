@@ -16,6 +16,7 @@ are cached per source string, since a compiled graph evaluates the same strings 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -165,3 +166,10 @@ def _undefined(where: Where, exc: UndefinedError) -> ExpressionError:
     name = found.group("name") if found else None
     message = f"'{name}' is undefined" if name else text
     return ExpressionError(where, message, "undefined", name)
+
+
+@functools.cache
+def shared() -> Expressions:
+    """The process's expression language, made on first use: every run's stepper reuses what
+    the others compiled (compiling a template costs more than a small run's own work)."""
+    return Expressions()

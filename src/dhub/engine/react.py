@@ -227,7 +227,8 @@ def ask(loop: Loop) -> None:
     if config.compaction is not None and _compact(loop, system, tools):
         return  # the summary is being written: the call is made when it is in
     data["iteration"] += 1
-    data["estimate"] = compaction.count_request(system, data["messages"], tools)
+    if config.compaction is not None:  # the budget's calibration; nothing else needs it
+        data["estimate"] = compaction.count_request(system, data["messages"], tools)
     command_id = loop.issue()
     data["asking"] = command_id
     effort = loop.walk.state.sys.get("reasoning_effort") or config.reasoning_effort

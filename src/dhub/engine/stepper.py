@@ -15,7 +15,7 @@ from dhub.domain.nodes import ActorCallWorkflowNode, HumanInputWorkflowNode, Sta
 from dhub.engine import actions, react
 from dhub.engine.actions import NodeFailure
 from dhub.engine.compile import CompiledGraph, Link
-from dhub.engine.expressions import Expressions
+from dhub.engine.expressions import Expressions, shared
 from dhub.engine.react import AgentNode
 from dhub.engine.state import (
     AwaitConfirmation,
@@ -66,7 +66,7 @@ class Stepper:
 
     def __init__(self, graph: CompiledGraph, expressions: Expressions | None = None) -> None:
         self.graph = graph
-        self.ex = expressions or Expressions()
+        self.ex = expressions or shared()
         self.position = {node_id: i for i, node_id in enumerate(graph.order)}
         self.targets = {n: tuple(link.target for link in graph.outgoing[n]) for n in graph.order}
         self.out_keys = {n: tuple(map(_key, graph.outgoing[n])) for n in graph.order}

@@ -11,11 +11,14 @@ calls.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
+from dhub.providers.memo import ByIdentity
 from dhub.providers.types import Message, ModelRequest, ToolSpec
 
 _PIECES = re.compile(r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d{1,3}| ?[^\s\w]+|\s+""", re.UNICODE)
@@ -24,8 +27,10 @@ TOOL_OVERHEAD = 8  # a tool definition's framing
 IMAGE_TOKENS = 800  # a typical image's share, whatever its size
 
 
+@functools.lru_cache(maxsize=8192)
 def estimate_text(text: str) -> int:
-    """Tokens in ``text`` by the base estimate."""
+    """Tokens in ``text`` by the base estimate. Remembered: a transcript is estimated again at
+    every call of a loop (the budget, the calibration), and its messages do not change."""
     if not text:
         return 0
     count = 0
@@ -52,22 +57,36 @@ def _word(length: int) -> int:
 
 def estimate_messages(messages: Iterable[Message], system: str = "") -> int:
     total = estimate_text(system) + (MESSAGE_OVERHEAD if system else 0)
-    for message in messages:
-        total += (
-            MESSAGE_OVERHEAD + estimate_text(message.content) + estimate_text(message.reasoning)
-        )
-        total += IMAGE_TOKENS * len(message.images)
-        for call in message.tool_calls:
-            total += estimate_text(call.name) + estimate_text(json.dumps(call.arguments))
+    return total + sum(_message_tokens(message) for message in messages)
+
+
+def estimate_message(message: Message) -> int:
+    total = MESSAGE_OVERHEAD + estimate_text(message.content) + estimate_text(message.reasoning)
+    total += IMAGE_TOKENS * len(message.images)
+    for call in message.tool_calls:
+        total += estimate_text(call.name) + estimate_text(json.dumps(call.arguments))
     return total
+
+
+# A loop's messages are the same objects from call to call (runtime/model.py converts each
+# once), and a Message is frozen.
+_message_tokens = ByIdentity(estimate_message)
 
 
 def estimate_tools(tools: Iterable[ToolSpec]) -> int:
     return sum(
         TOOL_OVERHEAD + estimate_text(t.name) + estimate_text(t.description)
-        + estimate_text(json.dumps(dict(t.parameters)))
+        + estimate_schema(t.parameters)
         for t in tools
     )  # fmt: skip
+
+
+def _schema(schema: Mapping[str, Any]) -> int:
+    return estimate_text(json.dumps(dict(schema)))
+
+
+# A tool's parameters are the same (unchanging) schema at every call of a loop.
+estimate_schema = ByIdentity(_schema)
 
 
 def estimate_request(request: ModelRequest) -> int:

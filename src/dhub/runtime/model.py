@@ -9,6 +9,7 @@ from typing import Any
 
 from dhub.engine.state import CallChat, CallModel
 from dhub.providers.errors import ProviderError
+from dhub.providers.memo import ByIdentity
 from dhub.providers.registry import Providers
 from dhub.providers.types import Delta, Message, ModelRequest, ToolCall, ToolCallDelta, ToolSpec
 from dhub.runtime.ports import Live, ModelAnswer, PortError
@@ -20,6 +21,9 @@ class ProviderModel:
 
     def __init__(self, providers: Providers) -> None:
         self.providers = providers
+        # Each transcript message converted once per loop, not once per call: the engine
+        # never changes a message that is in a transcript.
+        self._messages: ByIdentity[dict[str, Any], Message] = ByIdentity(_message)
 
     async def complete(self, request: CallModel, live: Live | None = None) -> ModelAnswer:
         try:
@@ -38,7 +42,8 @@ class ProviderModel:
         try:
             client = self.providers.client(request.model_provider, request.model)
             response = await client.complete(
-                chat_request(request), None if live is None else _relay(request, live)
+                chat_request(request, self._messages),
+                None if live is None else _relay(request, live),
             )
         except ProviderError as exc:
             raise PortError(exc.kind, str(exc), exc.details()) from exc
@@ -70,11 +75,15 @@ def model_request(request: CallModel) -> ModelRequest:
     )
 
 
-def chat_request(request: CallChat) -> ModelRequest:
-    """A react loop's call: the transcript (JSON, as the engine keeps it) as messages."""
+def chat_request(
+    request: CallChat, convert: Callable[[dict[str, Any]], Message] | None = None
+) -> ModelRequest:
+    """A react loop's call: the transcript (JSON, as the engine keeps it) as messages, each
+    through ``convert`` (by default converted anew; the model port remembers them)."""
+    convert = convert or _message
     return ModelRequest(
         model=request.model,
-        messages=tuple(_message(m) for m in request.messages),
+        messages=tuple(convert(m) for m in request.messages),
         system=request.system,
         tools=tuple(ToolSpec(t["name"], t.get("description", ""), t.get("parameters") or
                              {"type": "object", "properties": {}}) for t in request.tools),
