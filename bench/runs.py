@@ -33,8 +33,9 @@ import psycopg
 from dhub.domain.ids import new_id, now_ms
 from dhub.engine.compile import CompiledGraph, compile_document
 from dhub.engine.state import CallFunction, Done
-from dhub.runtime.durable import RunExecutor, start_state
+from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import NoModel, RealClock
+from dhub.runtime.run_writer import start_state
 from dhub.store import agents
 from dhub.store import runs as store
 from dhub.store.db import Database
@@ -212,8 +213,8 @@ async def concurrent(url: str, count: int) -> float:
 async def in_memory_concurrent(count: int) -> float:
     """The floor under ``concurrent``: the same runs through the executor with nothing saved
     (what the engine, the executor and asyncio cost by themselves)."""
-    from dhub.runtime.durable import ServerPeople
     from dhub.runtime.executor import run_workflow
+    from dhub.runtime.run_writer import ServerPeople
 
     graph, port = compile_document(chain(10)), Wait(0.01)
     gc.freeze()

@@ -45,8 +45,12 @@ TABLES = (
     "agent_versions", "resource_tags", "resource_owners", "agents", "tokens", "users", "groups",
     "group_members", "resource_grants", "markings", "marking_members", "resource_markings",
     "audit_log", "runs", "run_steps", "run_events", "run_commands", "run_task_assignees",
-    "conversations", "conversation_messages", "resource_versions", "resources",
+    "conversations", "conversation_messages", "resource_versions", "resources", "run_inbox",
+    "workers",
 )  # fmt: skip
+# procrastinate's (distributed mode), PostgreSQL only.
+QUEUE_TABLES = ("procrastinate_jobs", "procrastinate_workers", "procrastinate_periodic_defers",
+                "procrastinate_events")  # fmt: skip
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -110,7 +114,7 @@ def _truncate(schema: str) -> None:
             (schema, "agents"),
         ).fetchone()
         if exists:
-            tables = ", ".join(f'"{schema}"."{t}"' for t in TABLES)
+            tables = ", ".join(f'"{schema}"."{t}"' for t in (*TABLES, *QUEUE_TABLES))
             conn.execute(f"TRUNCATE {tables} CASCADE")
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 
 from dhub.providers.config import ProvidersConfig
 
+EXECUTION_MODES = ("embedded", "distributed")
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -22,6 +24,26 @@ class Settings:
     providers: ProvidersConfig = field(default_factory=ProvidersConfig)
     # A react agent's max_input_tokens when it sets none (always capped at the model's window).
     default_max_input_tokens: int = 32_000
+    # "embedded": runs execute in the server process. "distributed": runs are queued in
+    # PostgreSQL (procrastinate) for worker processes (docs/deploy.md).
+    execution: str = "embedded"
+
+    def __post_init__(self) -> None:
+        if self.execution not in EXECUTION_MODES:
+            raise ValueError(
+                f"DHUB_EXECUTION must be one of {', '.join(EXECUTION_MODES)}, not "
+                f"{self.execution!r}."
+            )
+        if self.execution == "distributed" and not self.database_url.startswith("postgres"):
+            raise ValueError(
+                "DHUB_EXECUTION=distributed needs PostgreSQL: set DHUB_DATABASE_URL to a "
+                "postgresql:// URL (workers and API processes share it), or leave "
+                "DHUB_EXECUTION unset for the embedded mode."
+            )
+
+    @property
+    def distributed(self) -> bool:
+        return self.execution == "distributed"
 
     @classmethod
     def from_env(
@@ -41,6 +63,7 @@ class Settings:
             run_lease_seconds=float(os.environ.get("DHUB_RUN_LEASE_SECONDS") or 30),
             providers=ProvidersConfig.from_env(),
             default_max_input_tokens=int(os.environ.get("DHUB_DEFAULT_MAX_INPUT_TOKENS") or 32_000),
+            execution=os.environ.get("DHUB_EXECUTION") or "embedded",
         )
 
 

@@ -15,8 +15,9 @@ from sqlalchemy import text
 from dhub.domain.ids import new_id, now_ms
 from dhub.engine.compile import CompiledGraph, compile_document
 from dhub.engine.state import CallFunction, Done
-from dhub.runtime.durable import RunExecutor, start_state
+from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import Answer, NoModel, RealClock, SandboxFunctions
+from dhub.runtime.run_writer import start_state
 from dhub.sandbox.runner import SandboxRunner
 from dhub.store import agents
 from dhub.store import runs as store

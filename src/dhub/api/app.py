@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gc
 import logging
-import os
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -23,47 +21,33 @@ from dhub.api import errors
 from dhub.api.deps import Services
 from dhub.api.routers import agents, conversations, health, models, principals, resources, runs
 from dhub.domain.agent import AgentSpec
-from dhub.domain.ids import new_id
 from dhub.domain.resources import KINDS
-from dhub.providers.registry import Providers
-from dhub.runtime.durable import RunExecutor
-from dhub.runtime.model import ProviderModel
-from dhub.runtime.ports import RealClock, SandboxFunctions
-from dhub.sandbox.runner import SandboxRunner, SandboxSettings
 from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.examples import load_examples
 from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
-from dhub.services.runs import Graphs, RunService, TaskService
+from dhub.services.runs import RunService, TaskService
+from dhub.services.runtime import WorkerOptions, open_runtime
 from dhub.settings import Settings
-from dhub.store.db import Database
 
 log = logging.getLogger("dhub")
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, worker: WorkerOptions | None = None) -> FastAPI:
+    """The API server. ``worker``: in distributed mode, this process takes run jobs too
+    (``dhub serve`` without ``--no-worker``); embedded, the server executes every run."""
     settings = settings or Settings.from_env()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        db = Database(settings.database_url)
-        await db.migrate()
+        runtime = await open_runtime(settings, worker)
+        db = runtime.db
         auth = Authenticator(db)
         agent_service = AgentService(db)
-        sandbox = SandboxRunner(SandboxSettings.from_env(settings.data_dir))
-        providers = Providers.from_config(settings.providers)
-        graphs = Graphs(db, providers.budget(settings.default_max_input_tokens))
-        executor = RunExecutor(
-            db,
-            graphs,
-            lambda owner: SandboxFunctions(sandbox, owner),
-            ProviderModel(providers),
-            RealClock(),
-            owner=f"server.{socket.gethostname()}.{os.getpid()}.{new_id('w')[-6:]}",
-            lease_seconds=settings.run_lease_seconds,
+        run_service = RunService(
+            db, agent_service, runtime.graphs, runtime.executor, runtime.dispatch
         )
-        run_service = RunService(db, agent_service, graphs, executor)
         services = Services(
             db=db,
             auth=auth,
@@ -72,10 +56,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             runs=run_service,
             tasks=TaskService(db, run_service),
             conversations=ConversationService(db, run_service),
-            providers=providers,
+            providers=runtime.providers,
             resources=ResourceService(db),
         )
         app.state.services = services
+        app.state.runtime = runtime
         boot = await ensure_admin(db, settings.data_dir, settings.admin_token)
         if boot.generated_token is not None:
             print(
@@ -87,7 +72,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if boot.fresh and settings.examples_dir is not None:
             admin = Principal(ADMIN_ID, is_admin=True)
             await load_examples(services.agents, admin, settings.examples_dir)
-        resumed = await executor.recover()
+        resumed = await runtime.begin(run_service.hub)
         if resumed:
             log.info("resumed %d unfinished run(s)", len(resumed))
         # What start-up built lives as long as the server: out of the collector's generations,
@@ -97,10 +82,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         try:
             yield
         finally:
-            await executor.close()
-            await providers.aclose()
-            await sandbox.close()
-            await db.dispose()
+            await runtime.close()
 
     app = FastAPI(
         title="dhub",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -56,21 +56,38 @@ def serve(
         Path | None,
         typer.Option(help="Load the agents in this directory when the data directory is new."),
     ] = None,
+    no_worker: Annotated[
+        bool,
+        typer.Option(
+            "--no-worker",
+            help="Distributed mode: serve the API only; `dhub worker` processes run the runs.",
+        ),
+    ] = False,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Distributed mode: runs this process executes at once.")
+    ] = 100,
 ) -> None:
-    """Run the API server (embedded SQLite unless DHUB_DATABASE_URL says otherwise)."""
+    """Run the API server (embedded SQLite unless DHUB_DATABASE_URL says otherwise). In
+    distributed mode (DHUB_EXECUTION=distributed) it also takes run jobs, unless --no-worker."""
     import gc
     import logging
 
     import uvicorn
 
     from dhub.api.app import create_app
-    from dhub.settings import Settings
+    from dhub.services.runtime import WorkerOptions
 
-    settings = Settings.from_env(data_dir=data_dir, examples_dir=examples)
+    settings = _settings(data_dir=data_dir, examples_dir=examples)
+    if no_worker and not settings.distributed:
+        raise typer.BadParameter(
+            "--no-worker is for distributed mode (DHUB_EXECUTION=distributed with a "
+            "postgresql:// DHUB_DATABASE_URL); the embedded server executes its runs itself.",
+            param_hint="--no-worker",
+        )
     # uvicorn configures only its own loggers; dhub's (examples loaded, errors) go beside them.
     logging.basicConfig(level=logging.INFO, format="%(levelname)-9s %(name)s: %(message)s")
     logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
-    app = create_app(settings)
+    app = create_app(settings, None if no_worker else WorkerOptions(concurrency))
     # Everything imported so far lives as long as the process: keep it out of the collector's
     # generations, and collect young objects less often. Full collections of the start-up heap
     # were the p99 of a fast request (bench/api_latency.py).
@@ -78,6 +95,47 @@ def serve(
     gc.freeze()
     gc.set_threshold(7_000, 20, 20)
     uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Runs executed at once (they are I/O-bound).")
+    ] = 100,
+    queues: Annotated[
+        list[str] | None, typer.Option("--queues", help="Queues to take jobs from.")
+    ] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Data directory (default: $DHUB_DATA_DIR or ./.dhub).")
+    ] = None,
+) -> None:
+    """Run a worker of distributed mode: it takes run jobs from PostgreSQL and executes them
+    (DHUB_EXECUTION=distributed, DHUB_DATABASE_URL=postgresql://...). SIGTERM or Ctrl-C stops
+    it gracefully: its runs go back to the queue for the other workers."""
+    import asyncio
+    import logging
+
+    from dhub.services.worker_main import run_worker
+
+    settings = _settings(data_dir=data_dir)
+    if not settings.distributed:
+        raise typer.BadParameter(
+            "dhub worker needs distributed mode: set DHUB_EXECUTION=distributed and "
+            "DHUB_DATABASE_URL=postgresql://... (the same as the API processes).",
+            param_hint="DHUB_EXECUTION",
+        )
+    logging.basicConfig(level=logging.INFO, format="%(levelname)-9s %(name)s: %(message)s")
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    asyncio.run(run_worker(settings, concurrency, tuple(queues or ())))
+
+
+def _settings(**kwargs: Any) -> Any:
+    from dhub.settings import Settings
+
+    try:
+        return Settings.from_env(**kwargs)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="environment") from exc
 
 
 def main() -> None:

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from dhub.domain.ids import now_ms
@@ -27,256 +26,30 @@ from dhub.engine.compile import CompiledGraph
 from dhub.engine.state import (
     AwaitConfirmation,
     AwaitInput,
-    Cancel,
     Command,
-    Complete,
-    Fail,
     RunState,
     SleepUntil,
-    Step,
 )
-from dhub.runtime import checkpoints, journal
-from dhub.runtime.deltas import coalesce
+from dhub.runtime import journal
 from dhub.runtime.executor import RunResult, resume_workflow, run_workflow
-from dhub.runtime.group_commit import GroupCommitter
+from dhub.runtime.group_commit import AfterWrite, GroupCommitter
 from dhub.runtime.ports import Answer, Clock, Decision, FunctionPort, ModelPort
+from dhub.runtime.run_writer import (
+    Live,
+    Parked,
+    RunWriter,
+    ServerPeople,
+    Stopped,
+    start_state,
+)
 from dhub.store import runs as store
 from dhub.store.db import Database
-from dhub.store.step_batch import Reply, StepRows, StepWrite
 
 log = logging.getLogger(__name__)
 
 GraphLoader = Callable[[str, int], Awaitable[CompiledGraph]]  # agent id, version -> graph
 FunctionsFor = Callable[[str], FunctionPort]  # owner (agent version) -> its function port
-Work = Callable[["_Live"], Awaitable[RunResult | None]]  # what a run's task does
-
-
-class Stopped(Exception):
-    """The server is shutting down (or evicting the run): the run stops where it is, unsaved
-    beyond its last step, to be resumed."""
-
-
-class Parked(Exception):
-    """The run waits for people (or a distant timer) only: its step is saved with the lease
-    given up, and the task ends; an answer or the timer wakes it from the database."""
-
-
-class ServerPeople:
-    """The human port of one server run: a task waits until the API delivers an answer. An
-    answer that arrives before the run asks (it was just woken) waits in ``early``."""
-
-    def __init__(self, early: dict[str, Answer | Decision] | None = None) -> None:
-        self._waiting: dict[str, asyncio.Future[Any]] = {}
-        self.early: dict[str, Answer | Decision] = dict(early or {})
-
-    async def ask(self, request: AwaitInput, problem: str | None = None) -> Answer:
-        answer: Answer = await self._wait(request.command_id)
-        return answer
-
-    async def confirm(self, request: AwaitConfirmation) -> Decision:
-        decision: Decision = await self._wait(request.command_id)
-        return decision
-
-    async def _wait(self, command_id: str) -> Any:
-        if command_id in self.early:
-            return self.early.pop(command_id)
-        future = asyncio.get_running_loop().create_future()
-        self._waiting[command_id] = future
-        try:
-            return await future
-        finally:
-            self._waiting.pop(command_id, None)
-
-    def deliver(self, command_id: str, value: Answer | Decision) -> bool:
-        future = self._waiting.get(command_id)
-        if future is None or future.done():
-            return False
-        future.set_result(value)
-        return True
-
-
-@dataclass
-class _Live:
-    """A run executing in this process. ``journal`` is set once its state is loaded."""
-
-    people: ServerPeople
-    task: asyncio.Task[RunResult | None] = field(init=False)
-    journal: _Journal | None = None
-    loaded: asyncio.Event = field(default_factory=asyncio.Event)  # journal set, or task ended
-    parking: bool = False  # its last step gives the lease up: answers must wake it anew
-    evicting: bool = False  # stopped on purpose (nothing to do here): save nothing more
-
-
-@dataclass
-class _Journal:
-    """Saves each step of one run (through the group committer) and tells listeners."""
-
-    committer: GroupCommitter
-    run_id: str
-    owner: str
-    step: int  # the next step number to store
-    next_seq: int  # the seq of the next event
-    before: dict[str, Any]  # the state as last stored
-    live: _Live
-    issued: dict[str, Command] = field(default_factory=dict)  # open commands by id
-    notify: Callable[[str], None] = lambda _: None
-    stopping: Callable[[], bool] = lambda: False
-    parks: Callable[[dict[str, Command]], bool] = lambda _: False
-    conversation_id: str | None = None  # a chat turn: its reply goes into the conversation
-    released: bool = False  # the last step saved gave the lease up
-    # Streamed events (llm.delta) not saved yet, and the one write at a time of this run.
-    shown: list[dict[str, Any]] = field(default_factory=list)
-    flusher: asyncio.Task[None] | None = None
-    writing: asyncio.Lock = field(default_factory=asyncio.Lock)
-    status: str = "running"  # as last saved
-    waiting: dict[str, Any] | None = None
-
-    async def __call__(self, step: Step) -> None:
-        async with self.writing:
-            await self._step(step)
-
-    async def _step(self, step: Step) -> None:
-        if self.stopping() or self.live.evicting:
-            # A shutdown, not a decision about the run: save nothing (not even the cancelled
-            # step the executor makes of it); the lease lapses and a later start resumes it.
-            raise Stopped(self.run_id)
-        patch, after = checkpoints.advance(self.before, vars(step.state))
-        if not patch and not step.events and not step.commands and not self.shown:
-            return  # nothing happened (a result for a command abandoned earlier)
-        write = self._write(step, patch)
-        if write.release and not write.ended:
-            self.live.parking = True
-        saving = self.committer.save(write)
-        try:
-            await asyncio.shield(saving)
-        except asyncio.CancelledError:
-            # Cancelled while saving: the step is saved all the same (or not at all), and
-            # the journal must know which before the run goes on to save its cancellation.
-            with contextlib.suppress(Exception):
-                await asyncio.wait([saving])
-            if saving.exception() is None:
-                self._saved(write, after)
-            raise
-        self._saved(write, after)
-        if self.live.parking:
-            raise Parked(self.run_id)
-
-    def _write(self, step: Step, patch: checkpoints.Patch) -> StepWrite:
-        at = now_ms()
-        opened = [c for c in step.commands if journal.kind_of(c) is not None]
-        self.issued.update({c.command_id: c for c in opened})  # type: ignore[union-attr]
-        closed = self._closed(step)
-        status, waiting = journal.waiting(step.state, list(self.issued.values()))
-        self.status, self.waiting = status, waiting
-        # Deltas streamed before this step come first: they happened before its events.
-        events = self._take_shown() + list(step.events) + _ending_events(step)
-        if self.step == 1:
-            events.insert(0, {"type": "run.started"})
-        ended = status in ("succeeded", "failed", "cancelled")
-        reply = None
-        if self.conversation_id is not None and status == "succeeded":
-            content = chat_reply(step.state.outputs)
-            reply = Reply(self.conversation_id, content, step.state.conversation,
-                          _transcript(step.state.agents))  # fmt: skip
-        park = status == "waiting" and not self.live.people.early and self.parks(self.issued)
-        rows = StepRows(
-            self.run_id, self.step, self.next_seq, patch, events,
-            [store.command_record(self.run_id, c, at) for c in opened], closed, at,
-        )  # fmt: skip
-        return StepWrite(
-            rows, self.owner, status, waiting, ended=ended,
-            outputs=step.state.outputs if ended else None,
-            error=step.state.error if ended else None, release=ended or park, reply=reply,
-        )  # fmt: skip
-
-    def show(self, event: dict[str, Any]) -> None:
-        """A model's delta as it streams: saved as soon as the previous write of this run is
-        done (deltas that arrive meanwhile are coalesced into one event), or with the next
-        step, whichever comes first, so the log has what any stream showed."""
-        self.shown.append(event)
-        if self.flusher is None or self.flusher.done():
-            self.flusher = asyncio.create_task(self._flush())
-
-    def _take_shown(self) -> list[dict[str, Any]]:
-        shown, self.shown = self.shown, []
-        return coalesce(shown)
-
-    async def _flush(self) -> None:
-        while self.shown:
-            async with self.writing:
-                if not self.shown or self.stopping() or self.live.evicting:
-                    return
-                events = self._take_shown()
-                rows = StepRows(self.run_id, self.step, self.next_seq, [], events, [], {},
-                                now_ms())  # fmt: skip
-                write = StepWrite(rows, self.owner, self.status, self.waiting)
-                saving = self.committer.save(write)
-                try:
-                    await asyncio.shield(saving)
-                except asyncio.CancelledError:
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait([saving])
-                    if not saving.cancelled() and saving.exception() is None:
-                        self._saved(write, self.before)
-                    raise
-                except Exception as exc:  # the next step meets the same problem, and handles it
-                    log.warning("run %s: streamed events not saved: %r", self.run_id, exc)
-                    return
-                self._saved(write, self.before)
-
-    def _saved(self, write: StepWrite, after: dict[str, Any]) -> None:
-        self.released = write.release
-        self.step += 1
-        self.next_seq = write.next_seq
-        self.before = after
-        self.notify(self.run_id)
-
-    def _closed(self, step: Step) -> dict[str, store.Closing]:
-        cancelled = {i for c in step.commands if isinstance(c, Cancel) for i in c.command_ids}
-        closed: dict[str, store.Closing] = {}
-        for command_id in list(self.issued):
-            if command_id not in step.state.pending:
-                closed[command_id] = "cancelled" if command_id in cancelled else "done"
-                del self.issued[command_id]
-        return closed
-
-
-def start_state(
-    context: dict[str, Any], conversation: dict[str, Any] | None = None
-) -> dict[str, Any]:
-    """What a run's step 0 saves: how to start it (its ``sys`` context, a chat turn's
-    conversation variables), so a run whose server died before its first step still starts.
-    The first step's patch replaces it with the run's state."""
-    return {"start": {"sys": context, "conversation": conversation}}
-
-
-def chat_reply(outputs: dict[str, Any]) -> str:
-    """A chat turn's reply: the output named ``answer``, else the only text output (DESIGN.md
-    3.2), else all outputs as JSON."""
-    answer = outputs.get("answer")
-    if isinstance(answer, str):
-        return answer
-    texts = [value for value in outputs.values() if isinstance(value, str)]
-    if len(texts) == 1:
-        return texts[0]
-    return json.dumps(outputs)
-
-
-def _transcript(agents: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
-    """A react chat turn's transcript, kept on the conversation for its next turn."""
-    loop = agents.get("agent")
-    if loop is None:
-        return None
-    return {"messages": loop["messages"], "summary": loop.get("summary")}
-
-
-def _ending_events(step: Step) -> list[dict[str, Any]]:
-    for command in step.commands:
-        if isinstance(command, Complete):
-            return [{"type": "run.succeeded", "outputs": command.outputs}]
-        if isinstance(command, Fail):
-            return [{"type": "run.failed", "error": command.error}]
-    return []
+Work = Callable[[Live], Awaitable[RunResult | None]]  # what a run's task does
 
 
 @dataclass(frozen=True)
@@ -307,6 +80,7 @@ class RunExecutor:
         lease_seconds: float = 30.0,
         park_after: float = 5.0,
         timer_poll: float = 1.0,
+        handoff: Handoff | None = None,
     ) -> None:
         self.db = db
         self._graphs = graphs
@@ -317,8 +91,9 @@ class RunExecutor:
         self.lease_seconds = lease_seconds
         self.park_after = park_after
         self.timer_poll = timer_poll
-        self.committer = GroupCommitter(db)
-        self._live: dict[str, _Live] = {}
+        self.handoff = handoff
+        self.committer = GroupCommitter(db, handoff.after_write if handoff else None)
+        self._live: dict[str, Live] = {}
         self._listeners: list[Callable[[str], None]] = []
         self._chores: list[asyncio.Task[None]] = []
         self._closing = False
@@ -357,31 +132,60 @@ class RunExecutor:
         and wake the parked runs whose timers are due."""
         self._start_chores()
         resumed = await self._resume_lapsed()
-        await self._wake_due()
+        if self.handoff is None:
+            await self._wake_due()
         return resumed
 
     async def _resume_lapsed(self) -> list[str]:
         async with self.db.read(snapshot=True) as conn:
             lapsed = await store.lapsed_runs(conn, now_ms())
-        resumed = []
-        for run_id in lapsed:
-            if run_id not in self._live:
-                self._wake(run_id)
-                resumed.append(run_id)
+        resumed = [run_id for run_id in lapsed if run_id not in self._live]
+        if self.handoff is not None:
+            await self.handoff.requeue(resumed)  # to the queue: any worker may take them
+            return resumed
+        for run_id in resumed:
+            self._wake(run_id)
         return resumed
 
-    def _spawn(self, run_id: str, work: Work, people: ServerPeople | None = None) -> _Live:
-        live = _Live(people or ServerPeople())
+    async def run_here(self, run_id: str, early: dict[str, Answer | Decision]) -> None:
+        """A worker's job: execute the run in this process until it ends, parks or stops
+        (unless another process holds it). ``early``: answers and decisions left for it."""
+        live = self._live.get(run_id)
+        if live is None:
+            live = self._wake(run_id, ServerPeople(early))
+        else:
+            await self.give(run_id, early)
+        await asyncio.wait([live.task])
+
+    async def give(self, run_id: str, values: dict[str, Answer | Decision]) -> None:
+        """Hand answers and decisions to a run live here (its job brings them otherwise)."""
+        live = self._live.get(run_id)
+        if live is None:
+            return
+        await live.loaded.wait()
+        for command_id, value in values.items():
+            if live.journal is None or live.task.done():
+                return
+            if not live.people.deliver(command_id, value) and isinstance(
+                live.journal.issued.get(command_id), AwaitInput | AwaitConfirmation
+            ):
+                live.people.early[command_id] = value  # it asks in a moment
+
+    def live_ids(self) -> list[str]:
+        return list(self._live)
+
+    def _spawn(self, run_id: str, work: Work, people: ServerPeople | None = None) -> Live:
+        live = Live(people or ServerPeople())
         self._live[run_id] = live
         live.task = asyncio.ensure_future(work(live))
         live.task.add_done_callback(lambda task: self._forget(run_id, live))
         self._start_chores()
         return live
 
-    def _wake(self, run_id: str, people: ServerPeople | None = None) -> _Live:
+    def _wake(self, run_id: str, people: ServerPeople | None = None) -> Live:
         return self._spawn(run_id, lambda live: self._resume(live, run_id), people)
 
-    def _forget(self, run_id: str, live: _Live) -> None:
+    def _forget(self, run_id: str, live: Live) -> None:
         live.loaded.set()
         if self._live.get(run_id) is live:
             del self._live[run_id]
@@ -400,8 +204,8 @@ class RunExecutor:
         async with self.db.write() as conn:
             return await store.claim(conn, run_id, self.owner, now_ms(), self.lease_seconds)
 
-    def _journal(self, live: _Live, run: store.RunRecord, state: dict[str, Any]) -> _Journal:
-        writer = _Journal(
+    def _journal(self, live: Live, run: store.RunRecord, state: dict[str, Any]) -> RunWriter:
+        writer = RunWriter(
             self.committer, run.id, self.owner, max(run.step_count, 1), run.event_count + 1,
             state, live, notify=self._notify, stopping=self._is_closing, parks=self._parks,
             conversation_id=run.conversation_id,
@@ -412,7 +216,7 @@ class RunExecutor:
 
     async def _execute(
         self,
-        live: _Live,
+        live: Live,
         run: store.RunRecord,
         context: dict[str, Any],
         conversation: dict[str, Any] | None,
@@ -424,7 +228,7 @@ class RunExecutor:
 
     async def _first_steps(
         self,
-        live: _Live,
+        live: Live,
         run: store.RunRecord,
         graph: CompiledGraph,
         context: dict[str, Any],
@@ -453,7 +257,7 @@ class RunExecutor:
         commands = [journal.command_from(r.kind, r.payload) for r in rows]
         return _Loaded(run, graph, saved, commands)
 
-    async def _resume(self, live: _Live, run_id: str) -> RunResult | None:
+    async def _resume(self, live: Live, run_id: str) -> RunResult | None:
         loaded = await self._load(run_id)
         if loaded is None:
             return None
@@ -468,6 +272,8 @@ class RunExecutor:
         writer = self._journal(live, run, loaded.state)
         writer.issued = {c.command_id: c for c in loaded.commands}  # type: ignore[union-attr]
         state = RunState.from_dict(loaded.state)
+        # Answers for what it no longer waits on would keep it from ever parking.
+        live.people.early = {k: v for k, v in live.people.early.items() if k in state.pending}
         outstanding = [c for c in loaded.commands if getattr(c, "command_id", "") in state.pending]
         try:
             return await resume_workflow(
@@ -478,7 +284,7 @@ class RunExecutor:
         finally:
             await self._release(run_id, writer)
 
-    async def _release(self, run_id: str, writer: _Journal) -> None:
+    async def _release(self, run_id: str, writer: RunWriter) -> None:
         if writer.released:
             return  # its last step gave the lease up (it ended, or it is parked)
         with contextlib.suppress(Exception):  # a lapsed lease is taken over anyway
@@ -508,14 +314,16 @@ class RunExecutor:
                         await store.renew_all(conn, self.owner, now_ms(), self.lease_seconds)
 
     async def _poll_timers(self) -> None:
-        """Wake parked runs whose timers are due; once a lease length, also take over runs
-        whose worker stopped without the server stopping (another server died, or a run's
-        task failed on a database error), as a restart would."""
+        """Wake parked runs whose timers are due (in distributed mode their scheduled jobs
+        do); once a lease length, also take over runs whose worker stopped without the
+        server stopping (another server died, or a run's task failed on a database error),
+        as a restart would."""
         swept = time.monotonic()
         while True:
             await asyncio.sleep(self.timer_poll)
             with contextlib.suppress(Exception):
-                await self._wake_due()
+                if self.handoff is None:
+                    await self._wake_due()
                 if time.monotonic() - swept >= self.lease_seconds:
                     swept = time.monotonic()
                     await self._resume_lapsed()
@@ -565,7 +373,7 @@ class RunExecutor:
             return False
         return False
 
-    async def _evict(self, live: _Live) -> None:
+    async def _evict(self, live: Live) -> None:
         live.evicting = True
         live.task.cancel()
         await asyncio.wait([live.task])
@@ -573,7 +381,10 @@ class RunExecutor:
     async def cancel(self, run_id: str) -> bool:
         """Cancel a live run: its task saves a cancelled step, then ends."""
         live = self._live.get(run_id)
-        if live is None or live.parking:
+        if live is None:
+            return False
+        await live.loaded.wait()  # cancelled while loading, it would save nothing
+        if live.parking or live.task.done():
             return False
         live.task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -595,13 +406,29 @@ class RunExecutor:
 
     async def close(self) -> None:
         """Stop executing (a graceful shutdown): tasks end without marking their runs
-        cancelled (their leases are released and the next start resumes them)."""
+        cancelled (their leases are released and the next start resumes them; in
+        distributed mode they go back to the queue at once, for another worker)."""
         self._closing = True
         for chore in self._chores:
             chore.cancel()
-        for live in list(self._live.values()):
+        stopping = list(self._live.items())
+        for _, live in stopping:
             live.task.cancel()
-        await asyncio.gather(*(live.task for live in self._live.values()), return_exceptions=True)
+        await asyncio.gather(*(live.task for _, live in stopping), return_exceptions=True)
+        if self.handoff is not None and stopping:
+            with contextlib.suppress(Exception):
+                await self.handoff.requeue([run_id for run_id, _ in stopping])
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """What differs for a worker of distributed mode: ``after_write`` runs in each step
+    commit (tell API processes, settle the inbox, schedule a parked run's timer as a job),
+    ``requeue`` queues jobs for runs this process will not execute (lapsed ones it found,
+    the ones it hands back as it stops)."""
+
+    after_write: AfterWrite
+    requeue: Callable[[list[str]], Awaitable[None]]
 
 
 def _owner(run: store.RunRecord) -> str:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Sequence
 
 from sqlalchemy.exc import DBAPIError
 
-from dhub.store.db import Database
+from dhub.store.db import Conn, Database
 from dhub.store.step_batch import StepWrite, write_steps
 
 log = logging.getLogger(__name__)
@@ -21,9 +22,16 @@ log = logging.getLogger(__name__)
 _MAX_BATCH = 512  # keeps one commit's statements and the loop's pause bounded
 
 
+AfterWrite = Callable[[Conn, Sequence[StepWrite]], Awaitable[None]]
+
+
 class GroupCommitter:
-    def __init__(self, db: Database) -> None:
+    """``after``: more work in each commit's transaction, after its steps are written
+    (distributed mode: tell the API processes, settle the inbox, schedule timers)."""
+
+    def __init__(self, db: Database, after: AfterWrite | None = None) -> None:
         self._db = db
+        self._after = after
         self._queue: list[tuple[StepWrite, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
         self.commits = 0  # transactions committed (the benchmark reports steps per commit)
@@ -67,13 +75,18 @@ class GroupCommitter:
         writes = [write for write, _ in batch]
         try:
             async with self._db.write(pinged=False) as conn:
-                await write_steps(conn, writes)
+                await self._write_in(conn, writes)
         except DBAPIError as exc:
             if not exc.connection_invalidated:
                 raise
             # The connection had dropped (a database restart): the pool replaced it.
             async with self._db.write() as conn:
-                await write_steps(conn, writes)
+                await self._write_in(conn, writes)
+
+    async def _write_in(self, conn: Conn, writes: list[StepWrite]) -> None:
+        await write_steps(conn, writes)
+        if self._after is not None:
+            await self._after(conn, writes)
 
 
 def _settle(future: asyncio.Future[None], problem: Exception | None) -> None:

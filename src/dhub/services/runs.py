@@ -31,8 +31,10 @@ from dhub.engine.validate import validate_agent_document
 from dhub.engine.values import InputError, check_submission
 from dhub.providers.types import EFFORTS
 from dhub.runtime import checkpoints
-from dhub.runtime.durable import RunExecutor, start_state
+from dhub.runtime.dispatch import Dispatch, InProcess
+from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import Answer, Decision
+from dhub.runtime.run_writer import start_state
 from dhub.services.agents import AgentService
 from dhub.services.resolution import (
     UnresolvableAgent,
@@ -165,12 +167,19 @@ class EventHub:
 
 class RunService:
     def __init__(
-        self, db: Database, agents: AgentService, graphs: Graphs, executor: RunExecutor
+        self,
+        db: Database,
+        agents: AgentService,
+        graphs: Graphs,
+        executor: RunExecutor,
+        dispatch: Dispatch | None = None,
     ) -> None:
         self.db = db
         self.agents = agents
         self.graphs = graphs
         self.executor = executor
+        # Where runs execute: this process's executor, or workers through the queue.
+        self.dispatch: Dispatch = dispatch or InProcess(executor)
         self.hub = EventHub()
         self.keepalive = 15.0  # seconds between keep-alive comments of an idle stream
         executor.listen(self.hub.notify)
@@ -241,7 +250,9 @@ class RunService:
             conversation_id=chat[0] if chat else None, idempotency_key=key, step_count=1,
             event_count=0,
             created_at=at, started_at=None, finished_at=None, updated_at=at,
-            lease_owner=self.executor.owner, lease_expires_at=self.executor.lease_until(at),
+            lease_owner=self.executor.owner if self.dispatch.holds_new_runs else None,
+            lease_expires_at=self.executor.lease_until(at) if self.dispatch.holds_new_runs
+            else None,
         )  # fmt: skip
         context = {"run_id": run.id, "agent_id": agent_id, "user_id": who.user_id, **sys_extra}
         if chat is not None:
@@ -249,6 +260,7 @@ class RunService:
         conversation = chat[1] if chat else None
         async with self.db.write() as conn:
             await store.insert_run(conn, run, start_state(context, conversation))
+            await self.dispatch.created(conn, run)  # distributed: its job, in this transaction
             if chat is not None:
                 # The turn is taken in this transaction, if still the one the caller saw:
                 # two messages sent at once cannot both start a turn.
@@ -259,7 +271,7 @@ class RunService:
                     )
                 message = str(sys_extra.get("message", ""))
                 await chats.add_message(conn, chat[0], "user", message, run.id, at)
-        self.executor.start(run, context, conversation)
+        self.dispatch.start(run, context, conversation)
         return run
 
     async def _history(self, conversation_id: str) -> dict[str, Any]:
@@ -313,8 +325,22 @@ class RunService:
         await self.agents.runnable(who, run.agent_id)
         if run.status in FINISHED:
             raise Conflict(f"Run '{run_id}' already ended ({run.status}); nothing to cancel.")
-        if not await self.executor.cancel(run_id):
-            await self._cancel_stored(run)
+        if self.dispatch.holds_new_runs:  # runs execute here: a live one is cancelled here
+            if not await self.dispatch.cancel(run_id):
+                await self._cancel_stored(run)
+            return await self.get(who, run_id)
+        for _ in range(2):  # a worker may park the run as the cancellation reaches it
+            try:
+                await self._cancel_stored(run)
+                break
+            except Conflict:
+                if await self.dispatch.cancel(run_id):  # the worker holding it cancelled it
+                    break
+        else:
+            raise Conflict(
+                f"Run '{run_id}' is busy in a worker; its cancellation is queued and takes "
+                "effect when the worker reads it. Read the run again in a moment."
+            )
         return await self.get(who, run_id)
 
     async def _cancel_stored(self, run: store.RunRecord) -> None:
@@ -409,7 +435,7 @@ class TaskService:
         except InputError as exc:
             raise InvalidInput([FieldError("/values", str(exc), "invalid_answer")]) from exc
         answer = Answer(values, who.user_id)
-        if not await self.runs.executor.answer(run_id, task.command_id, answer):
+        if not await self.runs.dispatch.hand(run_id, task.command_id, answer):
             raise Conflict(_BUSY.format(run_id=run_id))
 
     async def decide(self, who: Principal, run_id: str, call_id: str, body: Any) -> None:
@@ -423,7 +449,7 @@ class TaskService:
         if arguments is not None and not isinstance(arguments, dict):
             raise InvalidInput([FieldError("/arguments", "arguments should be an object.", "type")])
         decision = Decision(body["approve"], arguments, str(body.get("reason") or ""), who.user_id)
-        if not await self.runs.executor.decide(run_id, task.command_id, decision):
+        if not await self.runs.dispatch.hand(run_id, task.command_id, decision):
             raise Conflict(_BUSY.format(run_id=run_id))
 
 

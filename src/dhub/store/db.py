@@ -95,6 +95,13 @@ class Conn:
             return Rows(result.all())
         return Rows((), result.rowcount)
 
+    async def driver(self) -> Any:
+        """The psycopg connection under this transaction (PostgreSQL only): for libraries
+        that write in the same transaction (procrastinate's deferrals, runtime/queue.py)."""
+        if self._async is None:
+            raise RuntimeError("the driver connection is PostgreSQL's only")
+        return (await self._async.get_raw_connection()).driver_connection
+
     async def execute_plan(self, plan: Plan) -> list[int]:
         """Constant INSERTs and UPDATEs (built once, at module level), each for its rows, in
         order, by the driver itself (store/bulk.py); how many rows each changed. Only inside

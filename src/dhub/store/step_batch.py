@@ -72,6 +72,7 @@ class StepWrite:
     error: dict[str, Any] | None = None
     release: bool = False  # give the lease up with this step (the run is parked)
     reply: Reply | None = None
+    wake_at: float | None = None  # a parked run's next timer (distributed: a scheduled job)
 
     @property
     def next_seq(self) -> int:

@@ -286,6 +286,35 @@ run_commands = Table(
     Index("ix_run_commands_due", "status", "kind", "due_at"),
 )
 
+# What the API hands to a run that a worker executes (distributed mode): a person's answer or
+# decision (``command_id`` names the open command) or a cancellation (``command_id`` "cancel").
+# The worker holding the run reads it when told (NOTIFY) or when it loads the run; a row goes
+# with the step that closes its command, or when the run ends.
+run_inbox = Table(
+    "run_inbox",
+    metadata,
+    Column("run_id", String(64), ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True),
+    Column("command_id", String(200), primary_key=True),
+    Column("kind", String(16), nullable=False),  # answer | decision | cancel
+    Column("payload", JSON, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+)
+
+# Worker processes of distributed mode, each beating its heart here (GET /api/v1/workers).
+workers = Table(
+    "workers",
+    metadata,
+    Column("id", String(200), primary_key=True),  # the executor's lease owner name
+    Column("host", String(200), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("queues", JSON, nullable=False),
+    Column("concurrency", Integer, nullable=False),
+    Column("live_runs", Integer, nullable=False),  # runs in its memory at the last beat
+    Column("started_at", BigInteger, nullable=False),
+    Column("heartbeat_at", BigInteger, nullable=False),
+    Column("stopping", Boolean, nullable=False),
+)
+
 # The assignees of a task, denormalised from run_commands.assignees so "my tasks" is an
 # indexed lookup by principal on both backends (no JSON array functions).
 run_task_assignees = Table(

@@ -1,0 +1,142 @@
+"""How a run reaches whoever executes it (DESIGN.md 7): the dispatch port.
+
+- ``InProcess`` (the embedded default): the server's own executor starts the run once its
+  row is committed, and the API hands answers, decisions and cancellations to it directly.
+- ``Queued`` (distributed mode): the run's job is deferred in the transaction that creates
+  the run (runtime/queue.py); an answer, a decision or a cancellation is left in the run's
+  inbox (store/inbox.py), a job is queued for the run in the same transaction (for a parked
+  run), and a NOTIFY tells the worker that may hold it live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from sqlalchemy import bindparam, text
+
+from dhub.domain.ids import now_ms
+from dhub.runtime.durable import RunExecutor
+from dhub.runtime.ports import Answer, Decision
+from dhub.runtime.queue import RunQueue
+from dhub.store import inbox
+from dhub.store import runs as store
+from dhub.store.db import Conn, Database
+
+INBOX_CHANNEL = "dhub_inbox"  # payload: a run id whose inbox has a new letter
+STEPS_CHANNEL = "dhub_steps"  # payload: a run id with a new step saved (for event streams)
+
+
+class Dispatch(Protocol):
+    holds_new_runs: bool  # runs are created held by this process's executor
+
+    async def created(self, conn: Conn, run: store.RunRecord) -> None:
+        """In the transaction that creates ``run``."""
+
+    def start(
+        self, run: store.RunRecord, context: dict[str, Any], conversation: dict[str, Any] | None
+    ) -> None:
+        """After that transaction committed."""
+
+    async def hand(self, run_id: str, command_id: str, value: Answer | Decision) -> bool:
+        """Give the run a person's answer or decision; False when it cannot be delivered
+        (the run no longer waits for it, or another process holds it)."""
+
+    async def cancel(self, run_id: str) -> bool:
+        """Cancel the run where it executes live; False when no process holds it (then the
+        caller cancels its saved state)."""
+
+
+class InProcess:
+    holds_new_runs = True
+
+    def __init__(self, executor: RunExecutor) -> None:
+        self.executor = executor
+
+    async def created(self, conn: Conn, run: store.RunRecord) -> None:
+        return None
+
+    def start(
+        self, run: store.RunRecord, context: dict[str, Any], conversation: dict[str, Any] | None
+    ) -> None:
+        self.executor.start(run, context, conversation)
+
+    async def hand(self, run_id: str, command_id: str, value: Answer | Decision) -> bool:
+        if isinstance(value, Answer):
+            return await self.executor.answer(run_id, command_id, value)
+        return await self.executor.decide(run_id, command_id, value)
+
+    async def cancel(self, run_id: str) -> bool:
+        return await self.executor.cancel(run_id)
+
+
+class Queued:
+    holds_new_runs = False  # a worker claims it
+
+    def __init__(self, db: Database, queue: RunQueue) -> None:
+        self.db = db
+        self.queue = queue
+
+    async def created(self, conn: Conn, run: store.RunRecord) -> None:
+        await self.queue.enqueue(conn, run.id, once=False)
+
+    def start(
+        self, run: store.RunRecord, context: dict[str, Any], conversation: dict[str, Any] | None
+    ) -> None:
+        return None  # its job is in the queue
+
+    async def hand(self, run_id: str, command_id: str, value: Answer | Decision) -> bool:
+        kind = "answer" if isinstance(value, Answer) else "decision"
+        await self.post(inbox.Letter(run_id, command_id, kind, payload_of(value)))
+        return True
+
+    async def cancel(self, run_id: str, wait: float = 5.0) -> bool:
+        """Ask the worker holding the run; True once the run ended, False when no worker
+        holds it any more (it parked meanwhile). The letter stays: a worker that loads the
+        run later cancels it then."""
+        await self.post(inbox.Letter(run_id, inbox.CANCEL, inbox.CANCEL, {}))
+        deadline = asyncio.get_running_loop().time() + wait
+        while asyncio.get_running_loop().time() < deadline:
+            async with self.db.read() as conn:
+                run = await store.get_run(conn, run_id)
+            if run is None or run.status not in store.ACTIVE:
+                return True
+            if run.lease_owner is None:
+                return False
+            await asyncio.sleep(0.05)
+        return False
+
+    async def post(self, letter: inbox.Letter) -> None:
+        """Leave the letter, queue a job for the run (it may be parked), and tell the worker
+        that may hold it: all in one transaction."""
+        async with self.db.write() as conn:
+            await inbox.put(conn, letter, now_ms())
+            await self.queue.enqueue(conn, letter.run_id)
+            await notify(conn, INBOX_CHANNEL, [letter.run_id])
+
+
+_NOTIFY = text("SELECT pg_notify(:channel, id) FROM unnest(CAST(:ids AS text[])) AS id").bindparams(
+    bindparam("ids")
+)
+
+
+async def notify(conn: Conn, channel: str, run_ids: Sequence[str]) -> None:
+    """NOTIFY ``channel`` once per run id, delivered when ``conn``'s transaction commits."""
+    if run_ids:
+        await conn.execute(_NOTIFY, {"channel": channel, "ids": sorted(set(run_ids))})
+
+
+def payload_of(value: Answer | Decision) -> dict[str, Any]:
+    if isinstance(value, Answer):
+        return {"values": value.values, "by": value.responded_by}
+    return {"approve": value.approve, "arguments": value.arguments, "reason": value.reason,
+            "by": value.by}  # fmt: skip
+
+
+def value_of(letter: inbox.Letter) -> Answer | Decision:
+    p = letter.payload
+    if letter.kind == "answer":
+        return Answer(dict(p.get("values") or {}), p.get("by"))
+    return Decision(bool(p.get("approve")), p.get("arguments"), str(p.get("reason") or ""),
+                    p.get("by"))  # fmt: skip

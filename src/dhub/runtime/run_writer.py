@@ -1,0 +1,269 @@
+"""A durable run's side of the executor (runtime/durable.py): how each step is saved, and the
+people who answer it.
+
+``RunWriter`` saves each step of one run through the group committer: the state patch, the
+step's events (streamed deltas coalesced in front), the commands it opened and closed, the
+run's new status, a chat turn's reply; a step that leaves the run waiting only for people
+(or a distant timer) gives the lease up (the run *parks*). ``ServerPeople`` is the human port
+of a run executing in a server: answers handed over by the API.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dhub.domain.ids import now_ms
+from dhub.engine.state import (
+    AwaitConfirmation,
+    AwaitInput,
+    Cancel,
+    Command,
+    Complete,
+    Fail,
+    Step,
+)
+from dhub.runtime import checkpoints, journal
+from dhub.runtime.deltas import coalesce
+from dhub.runtime.executor import RunResult
+from dhub.runtime.group_commit import GroupCommitter
+from dhub.runtime.ports import Answer, Decision
+from dhub.store import runs as store
+from dhub.store.step_batch import Reply, StepRows, StepWrite
+
+log = logging.getLogger(__name__)
+
+
+class Stopped(Exception):
+    """The server is shutting down (or evicting the run): the run stops where it is, unsaved
+    beyond its last step, to be resumed."""
+
+
+class Parked(Exception):
+    """The run waits for people (or a distant timer) only: its step is saved with the lease
+    given up, and the task ends; an answer or the timer wakes it from the database."""
+
+
+class ServerPeople:
+    """The human port of one server run: a task waits until the API delivers an answer. An
+    answer that arrives before the run asks (it was just woken) waits in ``early``."""
+
+    def __init__(self, early: dict[str, Answer | Decision] | None = None) -> None:
+        self._waiting: dict[str, asyncio.Future[Any]] = {}
+        self.early: dict[str, Answer | Decision] = dict(early or {})
+
+    async def ask(self, request: AwaitInput, problem: str | None = None) -> Answer:
+        answer: Answer = await self._wait(request.command_id)
+        return answer
+
+    async def confirm(self, request: AwaitConfirmation) -> Decision:
+        decision: Decision = await self._wait(request.command_id)
+        return decision
+
+    async def _wait(self, command_id: str) -> Any:
+        if command_id in self.early:
+            return self.early.pop(command_id)
+        future = asyncio.get_running_loop().create_future()
+        self._waiting[command_id] = future
+        try:
+            return await future
+        finally:
+            self._waiting.pop(command_id, None)
+
+    def deliver(self, command_id: str, value: Answer | Decision) -> bool:
+        future = self._waiting.get(command_id)
+        if future is None or future.done():
+            return False
+        future.set_result(value)
+        return True
+
+
+@dataclass
+class Live:
+    """A run executing in this process. ``journal`` is set once its state is loaded."""
+
+    people: ServerPeople
+    task: asyncio.Task[RunResult | None] = field(init=False)
+    journal: RunWriter | None = None
+    loaded: asyncio.Event = field(default_factory=asyncio.Event)  # journal set, or task ended
+    parking: bool = False  # its last step gives the lease up: answers must wake it anew
+    evicting: bool = False  # stopped on purpose (nothing to do here): save nothing more
+
+
+@dataclass
+class RunWriter:
+    """Saves each step of one run (through the group committer) and tells listeners."""
+
+    committer: GroupCommitter
+    run_id: str
+    owner: str
+    step: int  # the next step number to store
+    next_seq: int  # the seq of the next event
+    before: dict[str, Any]  # the state as last stored
+    live: Live
+    issued: dict[str, Command] = field(default_factory=dict)  # open commands by id
+    notify: Callable[[str], None] = lambda _: None
+    stopping: Callable[[], bool] = lambda: False
+    parks: Callable[[dict[str, Command]], bool] = lambda _: False
+    conversation_id: str | None = None  # a chat turn: its reply goes into the conversation
+    released: bool = False  # the last step saved gave the lease up
+    # Streamed events (llm.delta) not saved yet, and the one write at a time of this run.
+    shown: list[dict[str, Any]] = field(default_factory=list)
+    flusher: asyncio.Task[None] | None = None
+    writing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    status: str = "running"  # as last saved
+    waiting: dict[str, Any] | None = None
+
+    async def __call__(self, step: Step) -> None:
+        async with self.writing:
+            await self._step(step)
+
+    async def _step(self, step: Step) -> None:
+        if self.stopping() or self.live.evicting:
+            # A shutdown, not a decision about the run: save nothing (not even the cancelled
+            # step the executor makes of it); the lease lapses and a later start resumes it.
+            raise Stopped(self.run_id)
+        patch, after = checkpoints.advance(self.before, vars(step.state))
+        if not patch and not step.events and not step.commands and not self.shown:
+            return  # nothing happened (a result for a command abandoned earlier)
+        write = self._write(step, patch)
+        if write.release and not write.ended:
+            self.live.parking = True
+        saving = self.committer.save(write)
+        try:
+            await asyncio.shield(saving)
+        except asyncio.CancelledError:
+            # Cancelled while saving: the step is saved all the same (or not at all), and
+            # the journal must know which before the run goes on to save its cancellation.
+            with contextlib.suppress(Exception):
+                await asyncio.wait([saving])
+            if saving.exception() is None:
+                self._saved(write, after)
+            raise
+        self._saved(write, after)
+        if self.live.parking:
+            raise Parked(self.run_id)
+
+    def _write(self, step: Step, patch: checkpoints.Patch) -> StepWrite:
+        at = now_ms()
+        opened = [c for c in step.commands if journal.kind_of(c) is not None]
+        self.issued.update({c.command_id: c for c in opened})  # type: ignore[union-attr]
+        closed = self._closed(step)
+        status, waiting = journal.waiting(step.state, list(self.issued.values()))
+        self.status, self.waiting = status, waiting
+        # Deltas streamed before this step come first: they happened before its events.
+        events = self._take_shown() + list(step.events) + _ending_events(step)
+        if self.step == 1:
+            events.insert(0, {"type": "run.started"})
+        ended = status in ("succeeded", "failed", "cancelled")
+        reply = None
+        if self.conversation_id is not None and status == "succeeded":
+            content = chat_reply(step.state.outputs)
+            reply = Reply(self.conversation_id, content, step.state.conversation,
+                          _transcript(step.state.agents))  # fmt: skip
+        park = status == "waiting" and not self.live.people.early and self.parks(self.issued)
+        timers = [t for c in self.issued.values() if (t := journal.due_at(c)) is not None]
+        rows = StepRows(
+            self.run_id, self.step, self.next_seq, patch, events,
+            [store.command_record(self.run_id, c, at) for c in opened], closed, at,
+        )  # fmt: skip
+        return StepWrite(
+            rows, self.owner, status, waiting, ended=ended,
+            outputs=step.state.outputs if ended else None,
+            error=step.state.error if ended else None, release=ended or park, reply=reply,
+            wake_at=min(timers) if park and timers else None,
+        )  # fmt: skip
+
+    def show(self, event: dict[str, Any]) -> None:
+        """A model's delta as it streams: saved as soon as the previous write of this run is
+        done (deltas that arrive meanwhile are coalesced into one event), or with the next
+        step, whichever comes first, so the log has what any stream showed."""
+        self.shown.append(event)
+        if self.flusher is None or self.flusher.done():
+            self.flusher = asyncio.create_task(self._flush())
+
+    def _take_shown(self) -> list[dict[str, Any]]:
+        shown, self.shown = self.shown, []
+        return coalesce(shown)
+
+    async def _flush(self) -> None:
+        while self.shown:
+            async with self.writing:
+                if not self.shown or self.stopping() or self.live.evicting:
+                    return
+                events = self._take_shown()
+                rows = StepRows(self.run_id, self.step, self.next_seq, [], events, [], {},
+                                now_ms())  # fmt: skip
+                write = StepWrite(rows, self.owner, self.status, self.waiting)
+                saving = self.committer.save(write)
+                try:
+                    await asyncio.shield(saving)
+                except asyncio.CancelledError:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait([saving])
+                    if not saving.cancelled() and saving.exception() is None:
+                        self._saved(write, self.before)
+                    raise
+                except Exception as exc:  # the next step meets the same problem, and handles it
+                    log.warning("run %s: streamed events not saved: %r", self.run_id, exc)
+                    return
+                self._saved(write, self.before)
+
+    def _saved(self, write: StepWrite, after: dict[str, Any]) -> None:
+        self.released = write.release
+        self.step += 1
+        self.next_seq = write.next_seq
+        self.before = after
+        self.notify(self.run_id)
+
+    def _closed(self, step: Step) -> dict[str, store.Closing]:
+        cancelled = {i for c in step.commands if isinstance(c, Cancel) for i in c.command_ids}
+        closed: dict[str, store.Closing] = {}
+        for command_id in list(self.issued):
+            if command_id not in step.state.pending:
+                closed[command_id] = "cancelled" if command_id in cancelled else "done"
+                del self.issued[command_id]
+        return closed
+
+
+def start_state(
+    context: dict[str, Any], conversation: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """What a run's step 0 saves: how to start it (its ``sys`` context, a chat turn's
+    conversation variables), so a run whose server died before its first step still starts.
+    The first step's patch replaces it with the run's state."""
+    return {"start": {"sys": context, "conversation": conversation}}
+
+
+def chat_reply(outputs: dict[str, Any]) -> str:
+    """A chat turn's reply: the output named ``answer``, else the only text output (DESIGN.md
+    3.2), else all outputs as JSON."""
+    answer = outputs.get("answer")
+    if isinstance(answer, str):
+        return answer
+    texts = [value for value in outputs.values() if isinstance(value, str)]
+    if len(texts) == 1:
+        return texts[0]
+    return json.dumps(outputs)
+
+
+def _transcript(agents: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """A react chat turn's transcript, kept on the conversation for its next turn."""
+    loop = agents.get("agent")
+    if loop is None:
+        return None
+    return {"messages": loop["messages"], "summary": loop.get("summary")}
+
+
+def _ending_events(step: Step) -> list[dict[str, Any]]:
+    for command in step.commands:
+        if isinstance(command, Complete):
+            return [{"type": "run.succeeded", "outputs": command.outputs}]
+        if isinstance(command, Fail):
+            return [{"type": "run.failed", "error": command.error}]
+    return []

@@ -1,0 +1,160 @@
+"""A worker of distributed mode (DESIGN.md 7): run jobs from the queue, executed by this
+process's RunExecutor.
+
+- A job (``dhub.run``) executes its run here until the run ends, parks or stops; what the API
+  left in the run's inbox goes with it (answers, decisions; a cancellation cancels it).
+- A NOTIFY on the inbox channel hands new letters to runs this worker holds live.
+- Each step commit settles the inbox, schedules a parked run's timer as a job, and notifies
+  the API processes (``after_write``).
+- Runs whose worker died (lapsed leases) go back to the queue from the executor's sweep; a
+  stopping worker hands its runs back the same way.
+- The worker beats its heart in ``workers`` (GET /api/v1/workers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from collections.abc import Coroutine, Sequence
+from typing import Any
+
+from dhub.domain.ids import now_ms
+from dhub.runtime.dispatch import INBOX_CHANNEL, STEPS_CHANNEL, notify, value_of
+from dhub.runtime.durable import Handoff, RunExecutor
+from dhub.runtime.notify import Listener
+from dhub.runtime.queue import QUEUE, RunQueue
+from dhub.store import inbox
+from dhub.store import workers as worker_rows
+from dhub.store.db import Conn, Database
+from dhub.store.step_batch import StepWrite
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_SECONDS = 5.0
+FORGET_AFTER_MS = 10 * 60 * 1000  # a worker silent this long is gone: drop its row
+
+
+def handoff(db: Database, queue: RunQueue) -> Handoff:
+    """The executor hooks of a distributed-mode process (see RunExecutor's ``handoff``)."""
+
+    async def after_write(conn: Conn, writes: Sequence[StepWrite]) -> None:
+        closed = [(w.rows.run_id, command) for w in writes for command in w.rows.closed]
+        await inbox.settle(conn, closed, [w.rows.run_id for w in writes if w.ended])
+        for w in writes:
+            if w.wake_at is not None:  # a durable timer; a stale one wakes it for nothing
+                await queue.enqueue(conn, w.rows.run_id, at=w.wake_at, once=False)
+        await notify(conn, STEPS_CHANNEL, [w.rows.run_id for w in writes])
+
+    async def requeue(run_ids: list[str]) -> None:
+        if run_ids:
+            async with db.write() as conn:
+                for run_id in run_ids:
+                    await queue.enqueue(conn, run_id)
+
+    return Handoff(after_write, requeue)
+
+
+class QueueWorker:
+    def __init__(
+        self,
+        db: Database,
+        executor: RunExecutor,
+        queue: RunQueue,
+        concurrency: int = 100,
+        queues: Sequence[str] = (QUEUE,),
+    ) -> None:
+        self.db = db
+        self.executor = executor
+        self.queue = queue
+        self.concurrency = concurrency
+        self.queues = list(queues)
+        self.listener = Listener(db.url, {INBOX_CHANNEL: self._on_letter})
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._work: asyncio.Task[None] | None = None
+        self._beat: asyncio.Task[None] | None = None
+        self.started_at = now_ms()
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    async def execute(self, run_id: str) -> None:
+        """One job: the run, with its letters, here until it ends, parks or stops."""
+        async with self.db.read() as conn:
+            letters = await inbox.letters(conn, run_id)
+        early = {x.command_id: value_of(x) for x in letters if x.kind != inbox.CANCEL}
+        running = asyncio.ensure_future(self.executor.run_here(run_id, early))
+        if any(x.kind == inbox.CANCEL for x in letters):
+            await self.executor.cancel(run_id)
+        await running
+
+    def _on_letter(self, run_id: str | None) -> None:
+        ids = self.executor.live_ids() if run_id is None else [run_id]
+        for live_id in ids:
+            if live_id in self.executor.live_ids():
+                self._spawn(self._deliver(live_id))
+
+    async def _deliver(self, run_id: str) -> None:
+        async with self.db.read() as conn:
+            letters = await inbox.letters(conn, run_id)
+        values = {x.command_id: value_of(x) for x in letters if x.kind != inbox.CANCEL}
+        await self.executor.give(run_id, values)
+        if any(x.kind == inbox.CANCEL for x in letters):
+            await self.executor.cancel(run_id)
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- life -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Listen, sweep what dead workers left, beat, and take jobs (in the background)."""
+        await self.queue.open()
+        self.queue.register(self.execute)
+        self.listener.start()
+        await self.executor.recover()
+        await self._heartbeat(stopping=False)
+        self._beat = asyncio.ensure_future(self._beating())
+        self._work = asyncio.ensure_future(self.queue.work(self.concurrency, self.queues))
+
+    async def stop(self) -> None:
+        """Graceful: stop taking jobs, stop the runs here (handed back to the queue for other
+        workers), say goodbye."""
+        with contextlib.suppress(Exception):
+            await self._heartbeat(stopping=True)
+        await self.executor.close()  # its runs' jobs end; the runs are requeued
+        for task in (self._work, self._beat):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        await self.listener.close()
+        for task in list(self._tasks):
+            task.cancel()
+        with contextlib.suppress(Exception):
+            async with self.db.write() as conn:
+                await worker_rows.gone(conn, self.executor.owner)
+        await self.queue.close()
+
+    async def _beating(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            try:
+                await self._heartbeat(stopping=False)
+            except Exception as exc:
+                log.warning("worker heartbeat not saved: %r", exc)
+
+    async def _heartbeat(self, stopping: bool) -> None:
+        at = now_ms()
+        record = worker_rows.WorkerRecord(
+            id=self.executor.owner, host=socket.gethostname(), pid=os.getpid(),
+            queues=self.queues, concurrency=self.concurrency,
+            live_runs=self.executor.live_count, started_at=self.started_at, heartbeat_at=at,
+            stopping=stopping,
+        )  # fmt: skip
+        async with self.db.write() as conn:
+            await worker_rows.beat(conn, record)
+            await worker_rows.forget_older_than(conn, at - FORGET_AFTER_MS)

@@ -1,0 +1,117 @@
+"""What executes runs in a process, put together once: the database, the sandbox, the model
+providers, compiled graphs, the durable executor and how runs reach it (DESIGN.md 7).
+
+- Embedded (the default): the server's executor runs everything, and resumes what a stopped
+  server left (``recover``).
+- Distributed (``DHUB_EXECUTION=distributed``, PostgreSQL): runs are queued; a process with a
+  worker (``dhub worker``, or ``dhub serve`` without ``--no-worker``) takes jobs; an API
+  process listens for saved steps, so its event streams follow runs executing elsewhere.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Protocol
+
+from dhub.domain.ids import new_id
+from dhub.providers.registry import Providers
+from dhub.runtime.dispatch import STEPS_CHANNEL, Dispatch, InProcess, Queued
+from dhub.runtime.durable import RunExecutor
+from dhub.runtime.model import ProviderModel
+from dhub.runtime.notify import Handler, Listener
+from dhub.runtime.ports import RealClock, SandboxFunctions
+from dhub.runtime.queue import QUEUE, RunQueue
+from dhub.runtime.worker import QueueWorker, handoff
+from dhub.sandbox.runner import SandboxRunner, SandboxSettings
+from dhub.services.runs import Graphs
+from dhub.settings import Settings
+from dhub.store.db import Database
+
+
+class _Hub(Protocol):
+    def notify(self, run_id: str) -> None: ...
+
+
+@dataclass
+class WorkerOptions:
+    concurrency: int = 100  # runs executing at once (I/O-bound: hundreds are fine)
+    queues: tuple[str, ...] = (QUEUE,)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    db: Database
+    sandbox: SandboxRunner
+    providers: Providers
+    graphs: Graphs
+    executor: RunExecutor
+    dispatch: Dispatch
+    queue: RunQueue | None = None
+    worker: QueueWorker | None = None
+    listener: Listener | None = None
+
+    async def begin(self, hub: _Hub | None = None) -> list[str]:
+        """Start executing: resume (embedded) or take jobs (a distributed worker); with
+        ``hub``, an API process's streams hear of steps saved by other processes. The runs
+        resumed (embedded)."""
+        if self.queue is None:
+            return await self.executor.recover()
+        await self.queue.open()
+        if hub is not None:
+            self.listener = Listener(self.db.url, {STEPS_CHANNEL: _steps(hub)})
+            self.listener.start()
+        if self.worker is not None:
+            await self.worker.start()
+        return []
+
+    async def close(self) -> None:
+        if self.worker is not None:
+            await self.worker.stop()  # it closes the executor and the queue
+        else:
+            await self.executor.close()
+        if self.listener is not None:
+            await self.listener.close()
+        if self.queue is not None:
+            await self.queue.close()
+        await self.providers.aclose()
+        await self.sandbox.close()
+        await self.db.dispose()
+
+
+def _steps(hub: _Hub) -> Handler:
+    def steps(run_id: str | None) -> None:
+        if run_id is not None:
+            hub.notify(run_id)  # a dropped LISTEN is covered by the streams' own polling
+
+    return steps
+
+
+async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) -> Runtime:
+    """The runtime of one process, its database migrated. ``worker``: this process takes
+    jobs (distributed mode; ignored when embedded, where the server executes everything)."""
+    db = Database(settings.database_url)
+    await db.migrate()
+    sandbox = SandboxRunner(SandboxSettings.from_env(settings.data_dir))
+    providers = Providers.from_config(settings.providers)
+    graphs = Graphs(db, providers.budget(settings.default_max_input_tokens))
+    queue = RunQueue(settings.database_url) if settings.distributed else None
+    role = "worker" if worker is not None and queue is not None else "server"
+    executor = RunExecutor(
+        db,
+        graphs,
+        lambda owner: SandboxFunctions(sandbox, owner),
+        ProviderModel(providers),
+        RealClock(),
+        owner=f"{role}.{socket.gethostname()}.{os.getpid()}.{new_id('w')[-6:]}",
+        lease_seconds=settings.run_lease_seconds,
+        handoff=handoff(db, queue) if queue is not None else None,
+    )
+    if queue is None:
+        return Runtime(settings, db, sandbox, providers, graphs, executor, InProcess(executor))
+    runtime = Runtime(settings, db, sandbox, providers, graphs, executor, Queued(db, queue), queue)
+    if worker is not None:
+        runtime.worker = QueueWorker(db, executor, queue, worker.concurrency, worker.queues)
+    return runtime

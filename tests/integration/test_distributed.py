@@ -1,0 +1,195 @@
+"""Distributed mode in one process, against the real PostgreSQL: runs go through the
+procrastinate queue to a worker (the API process's own, or none), answers and cancellations
+through the runs' inbox, timers as scheduled jobs; the run and its job commit together.
+(tests/e2e/test_distributed.py runs API and workers as separate processes.)"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from dhub.api.app import create_app
+from dhub.domain.ids import new_id, now_ms
+from dhub.services.runtime import Runtime, WorkerOptions, open_runtime
+from dhub.settings import Settings
+from dhub.store import runs as store
+from tests.conftest import ADMIN_TOKEN, PG_URL, pg_url
+from tests.integration.test_runs_api import BATCH, TRIAGE, create, ok, until
+
+API = "/api/v1"
+pytestmark = pytest.mark.postgres
+
+
+@pytest.fixture
+def distributed(tmp_path: Any, pg_schema: str) -> Settings:
+    from tests.conftest import _truncate
+
+    _truncate(pg_schema)
+    return Settings(
+        data_dir=tmp_path / "data", database_url=pg_url(pg_schema), admin_token=ADMIN_TOKEN,
+        execution="distributed", run_lease_seconds=2,
+    )  # fmt: skip
+
+
+def serve(settings: Settings, worker: bool = True) -> TestClient:
+    client = TestClient(create_app(settings, WorkerOptions(20) if worker else None))
+    client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+    return client
+
+
+@pytest.fixture
+def client(distributed: Settings) -> Iterator[TestClient]:
+    with serve(distributed) as c:
+        yield c
+
+
+def jobs(schema: str) -> list[tuple[str, str]]:
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        rows = conn.execute(
+            f"SELECT args->>'run_id', status::text FROM \"{schema}\".procrastinate_jobs ORDER BY id"
+        ).fetchall()
+    return [(str(r[0]), str(r[1])) for r in rows]
+
+
+def test_runs_go_through_the_queue_to_a_worker(client: TestClient) -> None:
+    triage, batch = create(client, TRIAGE), create(client, BATCH)
+    run = ok(client.post(f"{API}/agents/{batch}/runs", json={"inputs": {"numbers": [1, 2, 3]}}),
+             202)  # fmt: skip
+    assert run["status"] == "queued"
+    done = until(client, run["id"], "succeeded", "failed")
+    assert done["outputs"] == {"total": 14, "report": "#0: 1\n#1: 4\n#2: 9\n", "checked": False}
+    # Human input: the answer goes through the inbox to the parked run.
+    urgent = {"inputs": {"ticket": "Total outage since 9am", "customer": "acme"}}
+    run = ok(client.post(f"{API}/agents/{triage}/runs", json=urgent), 202)
+    assert until(client, run["id"], "waiting", "failed")["waiting"]["for"] == "input"
+    answer = {"values": {"escalate": True}}
+    ok(client.post(f"{API}/runs/{run['id']}/inputs/approve", json=answer), 202)
+    done = until(client, run["id"], "succeeded", "failed")
+    assert done["outputs"] == {"category": "bug", "summary": "URGENT bug from acme; escalate=True"}
+    events = ok(client.get(f"{API}/runs/{run['id']}/events"))["data"]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+
+
+def test_a_waiting_run_is_cancelled_through_the_api(client: TestClient) -> None:
+    triage = create(client, TRIAGE)
+    urgent = {"inputs": {"ticket": "Total outage since 9am", "customer": "acme"}}
+    run = ok(client.post(f"{API}/agents/{triage}/runs", json=urgent), 202)
+    until(client, run["id"], "waiting", "failed")
+    cancelled = ok(client.post(f"{API}/runs/{run['id']}/cancel"))
+    assert cancelled["status"] == "cancelled"
+
+
+def test_the_run_and_its_job_commit_together(distributed: Settings, pg_schema: str) -> None:
+    """A failure after the run row and its job are written, before the commit: neither is
+    left; with the commit, both are there."""
+
+    with serve(distributed, worker=False) as api:
+        agent = create(api, BATCH)
+
+    async def scenario() -> tuple[int, int, list[tuple[str, str]]]:
+        runtime = await open_runtime(distributed)
+        assert runtime.queue is not None
+        await runtime.queue.open()
+        try:
+            run = record(agent)
+            with pytest.raises(RuntimeError, match="fails before the commit"):
+                await create_then_fail(runtime, run)
+            async with runtime.db.read() as conn:
+                gone = 0 if await store.get_run(conn, run.id) is None else 1
+            left = len(jobs(pg_schema))
+            async with runtime.db.write() as conn:
+                await store.insert_run(conn, run, {})
+                await runtime.dispatch.created(conn, run)
+            return gone, left, jobs(pg_schema)
+        finally:
+            await runtime.close()
+
+    gone, left, after = asyncio.run(scenario())
+    assert (gone, left) == (0, 0)
+    assert [run_id for run_id, _ in after] != [] and after[0][1] == "todo"
+
+
+async def create_then_fail(runtime: Runtime, run: store.RunRecord) -> None:
+    async with runtime.db.write() as conn:
+        await store.insert_run(conn, run, {})
+        await runtime.dispatch.created(conn, run)
+        raise RuntimeError("the API process fails before the commit")
+
+
+def record(agent_id: str) -> store.RunRecord:
+    at = now_ms()
+    return store.RunRecord(
+        id=new_id("run"), agent_id=agent_id, agent_version=1, user_id="user.u",
+        status="queued", waiting=None, inputs={}, outputs=None, error=None, usage={},
+        conversation_id=None, idempotency_key=None, step_count=0, event_count=0,
+        created_at=at, started_at=None, finished_at=None, updated_at=at, lease_owner=None,
+        lease_expires_at=None,
+    )  # fmt: skip
+
+
+def scheduled(schema: str) -> list[tuple[str, str, float]]:
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        rows = conn.execute(
+            f"SELECT args->>'run_id', status::text, extract(epoch FROM scheduled_at) FROM "
+            f'"{schema}".procrastinate_jobs WHERE scheduled_at IS NOT NULL ORDER BY id'
+        ).fetchall()
+    return [(str(r[0]), str(r[1]), float(r[2])) for r in rows]
+
+
+def wait_for(check: Any, seconds: float = 10) -> Any:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if found := check():
+            return found
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def test_a_timer_due_while_no_worker_ran_fires_when_one_starts(
+    distributed: Settings, pg_schema: str
+) -> None:
+    """A run parks on an input timeout (further away than a worker keeps a run in memory):
+    its timer is a job scheduled at that time. It falls due while only the API runs; a worker
+    started afterwards takes it, and the run goes on."""
+    doc = {
+        "name": "ask", "description": "", "mode": "workflow", "input_mode": "event",
+        "nodes": [
+            {"id": "start", "type": "start", "config": {}},
+            {"id": "ask", "type": "human_input", "config": {
+                "prompt": "Ship it?", "timeout": 6, "on_timeout": "default",
+                "input_fields": [{"name": "ship", "type": "boolean", "required": True,
+                                  "default": False}]}},
+            {"id": "end", "type": "end", "config": {"outputs": [
+                {"name": "ship", "type": "boolean", "value": "{{ ship }}"}]}},
+        ],
+        "edges": [{"source": "start", "target": "ask"}, {"source": "ask", "target": "end"}],
+    }  # fmt: skip
+    with serve(distributed) as client:  # a worker starts the run, which parks on the timer
+        agent = create(client, doc)
+        run = ok(client.post(f"{API}/agents/{agent}/runs", json={"inputs": {}}), 202)["id"]
+        assert until(client, run, "waiting", "failed")["status"] == "waiting"
+        wait_for(lambda: scheduled(pg_schema))  # parked: its timer is a job now
+    [(job_run, status, due)] = scheduled(pg_schema)  # the worker stopped: nothing else queued
+    assert (job_run, status) == (run, "todo") and due > time.time() + 3
+    with serve(distributed, worker=False) as api:
+        wait_for(lambda: time.time() > due + 0.5, 10)  # due now, and no worker is running
+        assert ok(api.get(f"{API}/runs/{run}"))["status"] == "waiting"
+    with serve(distributed) as client:  # a worker starts: the scheduled job is there
+        done = until(client, run, "succeeded", "failed")
+    assert done["outputs"] == {"ship": False}
+
+
+def test_settings_refuse_distributed_mode_on_sqlite(tmp_path: Any) -> None:
+    with pytest.raises(ValueError, match="DHUB_EXECUTION=distributed needs PostgreSQL"):
+        Settings(data_dir=tmp_path, database_url="sqlite:///x.db", execution="distributed")
+    with pytest.raises(ValueError, match="DHUB_EXECUTION must be one of"):
+        dataclasses.replace(
+            Settings(data_dir=tmp_path, database_url="sqlite:///x.db"), execution="cluster"
+        )
