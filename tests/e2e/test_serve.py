@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -25,7 +26,7 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, data_dir: Path, **extra_env: str) -> None:
+    def __init__(self, data_dir: Path, extra_args: Sequence[str] = (), **extra_env: str) -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -34,7 +35,7 @@ class Server:
         with self.log.open("w") as out:
             self.proc = subprocess.Popen(
                 [DHUB, "serve", "--port", str(self.port), "--data-dir", str(data_dir),
-                 "--examples", str(ROOT / "examples")],
+                 "--examples", str(ROOT / "examples"), *extra_args],
                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=data_dir.parent,
             )  # fmt: skip
         self._wait()

@@ -193,3 +193,107 @@ def test_settings_refuse_distributed_mode_on_sqlite(tmp_path: Any) -> None:
         dataclasses.replace(
             Settings(data_dir=tmp_path, database_url="sqlite:///x.db"), execution="cluster"
         )
+
+
+def test_workers_and_readiness(client: TestClient) -> None:
+    listed = ok(client.get(f"{API}/workers"))
+    assert listed["execution"] == "distributed"
+    [worker] = listed["data"]
+    assert worker["alive"] and not worker["stopping"] and worker["concurrency"] == 20
+    assert worker["id"].startswith("worker.") and worker["queues"] == ["runs"]
+    assert ok(client.get("/readyz")) == {"status": "ready", "execution": "distributed"}
+    stranger = ok(client.post(f"{API}/users", json={"name": "sam", "display_name": "Sam"}), 201)
+    token = ok(client.post(f"{API}/users/{stranger['id']}/tokens", json={"name": "t"}), 201)
+    refused = client.get(f"{API}/workers", headers={"Authorization": f"Bearer {token['token']}"})
+    assert refused.status_code == 403
+
+
+def test_embedded_mode_has_no_workers(settings: Settings) -> None:
+    with TestClient(create_app(settings)) as embedded:
+        embedded.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        assert ok(embedded.get(f"{API}/workers")) == {"data": [], "execution": "embedded"}
+        assert ok(embedded.get("/readyz")) == {"status": "ready", "execution": "embedded"}
+
+
+QUICK_ASK = {
+    "name": "quick-ask", "description": "", "mode": "workflow", "input_mode": "event",
+    "nodes": [
+        {"id": "start", "type": "start", "config": {}},
+        {"id": "ask", "type": "human_input", "config": {
+            "prompt": "Ship it?", "timeout": 3, "on_timeout": "default",
+            "input_fields": [{"name": "ship", "type": "boolean", "required": True,
+                              "default": False}]}},
+        {"id": "end", "type": "end", "config": {"outputs": [
+            {"name": "ship", "type": "boolean", "value": "{{ ship }}"}]}},
+    ],
+    "edges": [{"source": "start", "target": "ask"}, {"source": "ask", "target": "end"}],
+}  # fmt: skip
+
+
+def test_an_answer_reaches_a_run_a_worker_holds_live(client: TestClient) -> None:
+    """Its timeout is near, so the worker keeps the run in memory: the answer goes through
+    the inbox and a NOTIFY to that worker, well before the timeout."""
+    agent = create(client, QUICK_ASK)
+    run = ok(client.post(f"{API}/agents/{agent}/runs", json={"inputs": {}}), 202)["id"]
+    until(client, run, "waiting", "failed")
+    answered = time.monotonic()
+    ok(client.post(f"{API}/runs/{run}/inputs/ask", json={"values": {"ship": True}}), 202)
+    done = until(client, run, "succeeded", "failed")
+    assert done["outputs"] == {"ship": True}  # not the timeout's default
+    assert time.monotonic() - answered < 2.5
+
+
+def test_a_run_executing_in_a_worker_is_cancelled_promptly(client: TestClient) -> None:
+    doc = {
+        "name": "slow", "description": "", "mode": "workflow", "input_mode": "event",
+        "nodes": [
+            {"id": "start", "type": "start", "config": {}},
+            {"id": "nap", "type": "code", "config": {
+                "source": "import time\n\ndef main():\n    time.sleep(20)\n    return {}\n",
+                "timeout": 60}},
+            {"id": "end", "type": "end", "config": {}},
+        ],
+        "edges": [{"source": "start", "target": "nap"}, {"source": "nap", "target": "end"}],
+    }  # fmt: skip
+    agent = create(client, doc)
+    run = ok(client.post(f"{API}/agents/{agent}/runs", json={"inputs": {}}), 202)["id"]
+    until(client, run, "running", "failed")
+    asked = time.monotonic()
+    cancelled = ok(client.post(f"{API}/runs/{run}/cancel"))
+    assert cancelled["status"] == "cancelled" and time.monotonic() - asked < 5
+
+
+def test_jobs_of_dead_workers_are_forgotten(distributed: Settings, pg_schema: str) -> None:
+    """A worker killed mid-job leaves its job 'doing' for ever in procrastinate's table (the
+    lease sweep requeued the run): the workers delete such jobs; a live worker's stay."""
+    table = f'"{pg_schema}".procrastinate_jobs'
+
+    def two_doing_jobs() -> int:
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            live = conn.execute(
+                f'INSERT INTO "{pg_schema}".procrastinate_workers DEFAULT VALUES RETURNING id'
+            ).fetchone()
+            assert live is not None
+            for worker_id in (None, live[0]):
+                conn.execute(
+                    f"INSERT INTO {table} (queue_name, task_name, args, status, worker_id) "
+                    "VALUES ('runs', 'dhub.run', '{}', 'doing', %s)",
+                    (worker_id,),
+                )
+        return int(live[0])
+
+    async def forget() -> int:
+        runtime = await open_runtime(distributed)  # migrates: the queue's tables exist
+        assert runtime.queue is not None
+        await runtime.queue.open()
+        try:
+            live = two_doing_jobs()
+            await runtime.queue.forget_stalled()
+            return live
+        finally:
+            await runtime.close()
+
+    live = asyncio.run(forget())
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        left = conn.execute(f"SELECT worker_id FROM {table}").fetchall()
+    assert left == [(live,)]

@@ -19,7 +19,16 @@ from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
 from dhub.api import errors
 from dhub.api.deps import Services
-from dhub.api.routers import agents, conversations, health, models, principals, resources, runs
+from dhub.api.routers import (
+    agents,
+    conversations,
+    health,
+    models,
+    principals,
+    resources,
+    runs,
+    workers,
+)
 from dhub.domain.agent import AgentSpec
 from dhub.domain.resources import KINDS
 from dhub.services.agents import AgentService
@@ -97,6 +106,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
     app.include_router(runs.router, prefix="/api/v1")
     app.include_router(conversations.router, prefix="/api/v1")
     app.include_router(models.router, prefix="/api/v1")
+    app.include_router(workers.router, prefix="/api/v1")
     for router in resources.routers:
         app.include_router(router, prefix="/api/v1")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -105,6 +105,12 @@ def worker(
     queues: Annotated[
         list[str] | None, typer.Option("--queues", help="Queues to take jobs from.")
     ] = None,
+    grace: Annotated[
+        float,
+        typer.Option(
+            min=0, help="On SIGTERM, seconds to let calls under way finish before stopping."
+        ),
+    ] = 30.0,
     data_dir: Annotated[
         Path | None, typer.Option(help="Data directory (default: $DHUB_DATA_DIR or ./.dhub).")
     ] = None,
@@ -126,7 +132,7 @@ def worker(
         )
     logging.basicConfig(level=logging.INFO, format="%(levelname)-9s %(name)s: %(message)s")
     logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
-    asyncio.run(run_worker(settings, concurrency, tuple(queues or ())))
+    asyncio.run(run_worker(settings, concurrency, tuple(queues or ()), grace))
 
 
 def _settings(**kwargs: Any) -> Any:

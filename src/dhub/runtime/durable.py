@@ -97,6 +97,8 @@ class RunExecutor:
         self._listeners: list[Callable[[str], None]] = []
         self._chores: list[asyncio.Task[None]] = []
         self._closing = False
+        self._draining = False
+        self._stopped: list[str] = []  # runs stopped by a drain or a close: to hand back
 
     def listen(self, listener: Callable[[str], None]) -> None:
         """``listener(run_id)`` is called after each step of a run is saved (for streams)."""
@@ -197,6 +199,7 @@ class RunExecutor:
             log.debug("run %s is parked until an answer or its timer", run_id)
         elif isinstance(problem, Stopped):
             log.debug("run %s stopped with the server; it resumes at the next start", run_id)
+            self._stopped.append(run_id)
         elif problem is not None:
             log.error("run %s stopped: %r", run_id, problem)
 
@@ -208,6 +211,7 @@ class RunExecutor:
         writer = RunWriter(
             self.committer, run.id, self.owner, max(run.step_count, 1), run.event_count + 1,
             state, live, notify=self._notify, stopping=self._is_closing, parks=self._parks,
+            draining=self._is_draining,
             conversation_id=run.conversation_id,
         )  # fmt: skip
         live.journal = writer
@@ -404,10 +408,22 @@ class RunExecutor:
     def _is_closing(self) -> bool:
         return self._closing
 
-    async def close(self) -> None:
-        """Stop executing (a graceful shutdown): tasks end without marking their runs
-        cancelled (their leases are released and the next start resumes them; in
-        distributed mode they go back to the queue at once, for another worker)."""
+    def _is_draining(self) -> bool:
+        return self._draining
+
+    def drain(self) -> None:
+        """Begin a graceful stop: each run stops at its next saved step (see ``close``)."""
+        self._draining = True
+
+    async def close(self, grace: float = 0.0) -> None:
+        """Stop executing: tasks end without marking their runs cancelled (their leases are
+        released and the next start resumes them; in distributed mode they go back to the
+        queue at once, for another worker). ``grace``: first let each run finish the calls
+        under way and save their results, for up to that many seconds, so that nothing in
+        flight is performed again elsewhere; what is still running then is cut off."""
+        if grace > 0 and self._live:
+            self.drain()
+            await asyncio.wait([live.task for live in self._live.values()], timeout=grace)
         self._closing = True
         for chore in self._chores:
             chore.cancel()
@@ -415,9 +431,10 @@ class RunExecutor:
         for _, live in stopping:
             live.task.cancel()
         await asyncio.gather(*(live.task for _, live in stopping), return_exceptions=True)
-        if self.handoff is not None and stopping:
+        handed = sorted({*self._stopped, *(run_id for run_id, _ in stopping)})
+        if self.handoff is not None and handed:
             with contextlib.suppress(Exception):
-                await self.handoff.requeue([run_id for run_id, _ in stopping])
+                await self.handoff.requeue(handed)
 
 
 @dataclass(frozen=True)

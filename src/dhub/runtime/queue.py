@@ -33,6 +33,14 @@ TASK = "dhub.run"
 QUEUE = "runs"
 
 
+_STALLED = f"""
+DELETE FROM procrastinate_jobs AS j
+WHERE j.status = 'doing' AND j.task_name = '{TASK}' AND NOT EXISTS (
+    SELECT 1 FROM procrastinate_workers AS w
+    WHERE w.id = j.worker_id AND w.last_heartbeat > now() - interval '60 seconds')
+"""
+
+
 def conninfo(database_url: str) -> str:
     """A libpq URL (what psycopg takes) from dhub's database URL."""
     url = make_url(database_url).set(drivername="postgresql")
@@ -79,6 +87,17 @@ class RunQueue:
             await conn.execute(text("ROLLBACK TO SAVEPOINT dhub_enqueue"))
         else:
             await conn.execute(text("RELEASE SAVEPOINT dhub_enqueue"))
+
+    async def check(self) -> None:
+        """Raise unless the queue's tables answer (readiness)."""
+        await self.app.job_manager.connector.execute_query_one_async(
+            "SELECT count(*) AS n FROM procrastinate_workers"
+        )
+
+    async def forget_stalled(self) -> None:
+        """Delete the jobs a dead worker was doing (its heartbeat stopped a minute ago): the
+        lease sweep queued their runs again; procrastinate would keep them 'doing' forever."""
+        await self.app.job_manager.connector.execute_query_async(_STALLED)
 
     def register(self, execute: Callable[[str], Awaitable[None]]) -> None:
         """What a worker does with a job: ``execute(run_id)``."""

@@ -109,6 +109,9 @@ class RunWriter:
     issued: dict[str, Command] = field(default_factory=dict)  # open commands by id
     notify: Callable[[str], None] = lambda _: None
     stopping: Callable[[], bool] = lambda: False
+    # A graceful stop: each run saves the step it is at (its calls' results), then stops
+    # before performing anything new; it resumes from there, nothing repeated.
+    draining: Callable[[], bool] = lambda: False
     parks: Callable[[dict[str, Command]], bool] = lambda _: False
     conversation_id: str | None = None  # a chat turn: its reply goes into the conversation
     released: bool = False  # the last step saved gave the lease up
@@ -148,6 +151,8 @@ class RunWriter:
         self._saved(write, after)
         if self.live.parking:
             raise Parked(self.run_id)
+        if self.draining() and not write.ended:
+            raise Stopped(self.run_id)
 
     def _write(self, step: Step, patch: checkpoints.Patch) -> StepWrite:
         at = now_ms()

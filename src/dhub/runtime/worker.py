@@ -65,12 +65,14 @@ class QueueWorker:
         queue: RunQueue,
         concurrency: int = 100,
         queues: Sequence[str] = (QUEUE,),
+        grace: float = 30.0,
     ) -> None:
         self.db = db
         self.executor = executor
         self.queue = queue
         self.concurrency = concurrency
         self.queues = list(queues)
+        self.grace = grace  # seconds a stopping worker lets calls under way finish
         self.listener = Listener(db.url, {INBOX_CHANNEL: self._on_letter})
         self._tasks: set[asyncio.Task[None]] = set()
         self._work: asyncio.Task[None] | None = None
@@ -121,16 +123,18 @@ class QueueWorker:
         self._work = asyncio.ensure_future(self.queue.work(self.concurrency, self.queues))
 
     async def stop(self) -> None:
-        """Graceful: stop taking jobs, stop the runs here (handed back to the queue for other
-        workers), say goodbye."""
+        """Graceful: stop taking jobs; each run here saves the results of the calls under way
+        (for up to ``grace`` seconds) and stops there; the runs go back to the queue for the
+        other workers, with nothing in flight repeated; then goodbye."""
         with contextlib.suppress(Exception):
             await self._heartbeat(stopping=True)
-        await self.executor.close()  # its runs' jobs end; the runs are requeued
-        for task in (self._work, self._beat):
+        self.executor.drain()
+        for task in (self._work, self._beat):  # the jobs under way end as their runs stop
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
+                    await asyncio.wait_for(task, self.grace)
+        await self.executor.close(self.grace)  # what is left is cut off; all handed back
         await self.listener.close()
         for task in list(self._tasks):
             task.cancel()
@@ -140,10 +144,14 @@ class QueueWorker:
         await self.queue.close()
 
     async def _beating(self) -> None:
+        beats = 0
         while True:
             await asyncio.sleep(HEARTBEAT_SECONDS)
+            beats += 1
             try:
                 await self._heartbeat(stopping=False)
+                if beats % 12 == 0:  # about once a minute
+                    await self.queue.forget_stalled()
             except Exception as exc:
                 log.warning("worker heartbeat not saved: %r", exc)
 

@@ -325,9 +325,10 @@ class RunService:
         await self.agents.runnable(who, run.agent_id)
         if run.status in FINISHED:
             raise Conflict(f"Run '{run_id}' already ended ({run.status}); nothing to cancel.")
-        if self.dispatch.holds_new_runs:  # runs execute here: a live one is cancelled here
-            if not await self.dispatch.cancel(run_id):
-                await self._cancel_stored(run)
+        if await self.executor.cancel(run_id):  # live in this process: cancelled here
+            return await self.get(who, run_id)
+        if self.dispatch.holds_new_runs:
+            await self._cancel_stored(run)
             return await self.get(who, run_id)
         for _ in range(2):  # a worker may park the run as the cancellation reaches it
             try:
@@ -349,7 +350,9 @@ class RunService:
         a worker that woke it meanwhile cannot step it too)."""
         graph = await self.graphs(run.agent_id, run.agent_version)
         at = now_ms()
-        owner, seconds = self.executor.owner, self.executor.lease_seconds
+        # An owner of its own: the claim fails while this process's executor holds the run
+        # live (an API process that is also a worker), as it does for any other holder.
+        owner, seconds = f"{self.executor.owner}/cancel", self.executor.lease_seconds
         async with self.db.write() as conn:
             if not await store.claim(conn, run.id, owner, at, seconds):
                 raise Conflict(f"Run '{run.id}' is being executed by another server; try again.")

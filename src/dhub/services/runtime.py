@@ -38,6 +38,7 @@ class _Hub(Protocol):
 class WorkerOptions:
     concurrency: int = 100  # runs executing at once (I/O-bound: hundreds are fine)
     queues: tuple[str, ...] = (QUEUE,)
+    grace: float = 30.0  # seconds a stopping worker lets calls under way finish
 
 
 @dataclass
@@ -113,5 +114,7 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
         return Runtime(settings, db, sandbox, providers, graphs, executor, InProcess(executor))
     runtime = Runtime(settings, db, sandbox, providers, graphs, executor, Queued(db, queue), queue)
     if worker is not None:
-        runtime.worker = QueueWorker(db, executor, queue, worker.concurrency, worker.queues)
+        runtime.worker = QueueWorker(
+            db, executor, queue, worker.concurrency, worker.queues, worker.grace
+        )
     return runtime

@@ -14,14 +14,16 @@ from dhub.settings import Settings
 log = logging.getLogger("dhub.worker")
 
 
-async def run_worker(settings: Settings, concurrency: int, queues: tuple[str, ...]) -> None:
+async def run_worker(
+    settings: Settings, concurrency: int, queues: tuple[str, ...], grace: float = 30.0
+) -> None:
     """Work until SIGTERM or SIGINT, then stop gracefully (runs handed back to the queue)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    runtime = await open_runtime(settings, WorkerOptions(concurrency, queues or (QUEUE,)))
+    runtime = await open_runtime(settings, WorkerOptions(concurrency, queues or (QUEUE,), grace))
     try:
         await runtime.begin()
         log.info(
