@@ -17,11 +17,12 @@ from dhub import __version__
 from dhub.access.bootstrap import ADMIN_ID, ensure_admin
 from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
-from dhub.api import errors
+from dhub.api import console, errors
 from dhub.api.deps import Services
 from dhub.api.routers import (
     agents,
     conversations,
+    examples,
     health,
     models,
     principals,
@@ -107,6 +108,8 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
     app.include_router(conversations.router, prefix="/api/v1")
     app.include_router(models.router, prefix="/api/v1")
     app.include_router(workers.router, prefix="/api/v1")
+    app.include_router(examples.router, prefix="/api/v1")
+    console.install(app)
     for router in resources.routers:
         app.include_router(router, prefix="/api/v1")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
