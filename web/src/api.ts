@@ -1,0 +1,201 @@
+// The REST API under /api/v1 (docs/api.md), with the token from this browser session.
+
+import type { Agent, ErrorItem } from './types'
+
+const TOKEN_KEY = 'dhub.token'
+
+export function getToken(): string | null {
+  return sessionStorage.getItem(TOKEN_KEY)
+}
+
+export function setToken(token: string | null): void {
+  if (token === null) sessionStorage.removeItem(TOKEN_KEY)
+  else sessionStorage.setItem(TOKEN_KEY, token)
+}
+
+/** An error answer: the status, the server's sentence and its per-field problems. */
+export class ApiError extends Error {
+  status: number
+  detail: string
+  errors: ErrorItem[]
+
+  constructor(status: number, detail: string, errors: ErrorItem[]) {
+    super(detail)
+    this.status = status
+    this.detail = detail
+    this.errors = errors
+  }
+}
+
+type Listener = () => void
+const unauthorizedListeners = new Set<Listener>()
+
+/** Called when the server says the token is not (or no longer) valid. */
+export function onUnauthorized(listener: Listener): () => void {
+  unauthorizedListeners.add(listener)
+  return () => unauthorizedListeners.delete(listener)
+}
+
+export const API = '/api/v1'
+
+export interface RequestOptions {
+  method?: string
+  body?: unknown
+  contentType?: string
+  token?: string
+  signal?: AbortSignal
+  headers?: Record<string, string>
+}
+
+export function authHeaders(token?: string | null): Record<string, string> {
+  const t = token ?? getToken()
+  return t ? { Authorization: `Bearer ${t}` } : {}
+}
+
+export async function errorFrom(response: Response): Promise<ApiError> {
+  let detail = `${response.status} ${response.statusText}`
+  let errors: ErrorItem[] = []
+  try {
+    const body = await response.json()
+    if (body && typeof body.detail === 'string') detail = body.detail
+    if (body && Array.isArray(body.errors)) errors = body.errors
+  } catch {
+    // not JSON: keep the status line
+  }
+  return new ApiError(response.status, detail, errors)
+}
+
+export async function request<T>(path: string, options: RequestOptions = {}): Promise<T> {
+  const headers: Record<string, string> = { ...authHeaders(options.token), ...options.headers }
+  let body: BodyInit | undefined
+  if (options.body !== undefined) {
+    headers['Content-Type'] = options.contentType ?? 'application/json'
+    body = JSON.stringify(options.body)
+  }
+  let response: Response
+  try {
+    response = await fetch(API + path, {
+      method: options.method ?? 'GET',
+      headers,
+      body,
+      signal: options.signal,
+    })
+  } catch (exc) {
+    if (exc instanceof DOMException && exc.name === 'AbortError') throw exc
+    throw new ApiError(0, `Could not reach the server: ${String(exc)}`, [])
+  }
+  if (!response.ok) {
+    const error = await errorFrom(response)
+    if (response.status === 401 && options.token === undefined) {
+      unauthorizedListeners.forEach((l) => l())
+    }
+    throw error
+  }
+  if (response.status === 204) return undefined as T
+  const text = await response.text()
+  return (text ? JSON.parse(text) : undefined) as T
+}
+
+export const api = {
+  get: <T>(path: string, signal?: AbortSignal) => request<T>(path, { signal }),
+  post: <T>(path: string, body: unknown = {}) => request<T>(path, { method: 'POST', body }),
+  patch: <T>(path: string, body: unknown) =>
+    request<T>(path, { method: 'PATCH', body, contentType: 'application/merge-patch+json' }),
+  del: (path: string) => request<void>(path, { method: 'DELETE' }),
+}
+
+export function query(params: Record<string, string | number | undefined | null>): string {
+  const q = new URLSearchParams()
+  for (const [k, v] of Object.entries(params)) {
+    if (v !== undefined && v !== null && v !== '') q.set(k, String(v))
+  }
+  const s = q.toString()
+  return s ? `?${s}` : ''
+}
+
+// -- agents: documents and "apply" (create, or make the agent with that name equal) --------
+
+export const SERVER_OWNED = [
+  'id', 'created_at', 'updated_at', 'owners', 'my_share_scope', 'is_builtin', 'item', 'version',
+]
+const READ_ONLY = new Set([...SERVER_OWNED, 'markings'])
+
+type Json = unknown
+type JsonObject = Record<string, Json>
+
+function isObject(v: Json): v is JsonObject {
+  return typeof v === 'object' && v !== null && !Array.isArray(v)
+}
+
+/** The agent's document as one writes it: without the envelope fields the server owns. */
+export function documentOf(agent: Agent): JsonObject {
+  const out: JsonObject = {}
+  for (const [k, v] of Object.entries(agent)) if (!READ_ONLY.has(k)) out[k] = v
+  return out
+}
+
+/** A merge patch turning `stored` into `doc`: fields `doc` lacks are nulled, at every depth
+ * (merge patches merge nested objects); the server-owned fields are left alone. */
+export function replacementPatch(stored: JsonObject, doc: JsonObject): JsonObject {
+  const patch: JsonObject = {}
+  for (const k of Object.keys(stored)) if (!(k in doc) && !READ_ONLY.has(k)) patch[k] = null
+  return { ...patch, ...replace(stored, doc) }
+}
+
+function replace(stored: JsonObject, doc: JsonObject): JsonObject {
+  const out: JsonObject = {}
+  for (const [key, value] of Object.entries(doc)) {
+    const old = stored[key]
+    if (isObject(old) && isObject(value)) {
+      const nested: JsonObject = {}
+      for (const k of Object.keys(old)) if (!(k in value)) nested[k] = null
+      out[key] = { ...nested, ...replace(old, value) }
+    } else {
+      out[key] = value
+    }
+  }
+  return out
+}
+
+export async function findAgentByName(name: string, folderId: string | null): Promise<Agent | null> {
+  let cursor: string | null = null
+  do {
+    const page: { data: Agent[]; next_cursor: string | null } = await api.get(
+      `/agents${query({ q: name, limit: 200, cursor })}`,
+    )
+    for (const a of page.data) {
+      if (a.name === name && (a.folder_id ?? null) === (folderId ?? null)) return a
+    }
+    cursor = page.next_cursor
+  } while (cursor)
+  return null
+}
+
+export type ApplyOutcome = 'created' | 'updated' | 'unchanged'
+
+/** Create the agent, or make the existing one of that name (and folder) equal to `doc`. */
+export async function applyAgent(doc: JsonObject): Promise<{ outcome: ApplyOutcome; agent: Agent }> {
+  const name = doc.name
+  const folder = doc.folder_id
+  const body: JsonObject = {}
+  for (const [k, v] of Object.entries(doc)) if (!SERVER_OWNED.includes(k)) body[k] = v
+  let existing: Agent | null = null
+  if (typeof name === 'string' && (folder == null || typeof folder === 'string')) {
+    existing = await findAgentByName(name, (folder as string | null | undefined) ?? null)
+  }
+  if (existing === null) {
+    return { outcome: 'created', agent: await api.post<Agent>('/agents', body) }
+  }
+  if (Array.isArray(body.markings) && sameSet(body.markings as string[], existing.markings)) {
+    delete body.markings
+  }
+  const updated = await api.patch<Agent>(
+    `/agents/${existing.id}`,
+    replacementPatch(existing as unknown as JsonObject, body),
+  )
+  return { outcome: updated.version !== existing.version ? 'updated' : 'unchanged', agent: updated }
+}
+
+function sameSet(a: string[], b: string[]): boolean {
+  return a.length === b.length && [...a].sort().join('\n') === [...b].sort().join('\n')
+}

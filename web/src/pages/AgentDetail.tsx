@@ -1,0 +1,123 @@
+import { useState } from 'react'
+import { api, documentOf, query } from '../api'
+import { ErrorBox, JsonBlock, Loading, PageHeader, StatusBadge, Tags } from '../components/bits'
+import { Graph } from '../components/Graph'
+import { href, navigate } from '../router'
+import type { Route } from '../router'
+import type { Agent, AgentVersion, Page, Run } from '../types'
+import { errorText, formatTime, shortId, useAsync } from '../util'
+
+export function AgentDetailPage({ agentId, route }: { agentId: string; route: Route }) {
+  const version = route.params.get('version')
+  const current = useAsync((s) => api.get<Agent>(`/agents/${agentId}`, s), [agentId])
+  const shown = useAsync(
+    (s) => (version ? api.get<Agent>(`/agents/${agentId}/versions/${version}`, s) : api.get<Agent>(`/agents/${agentId}`, s)),
+    [agentId, version],
+  )
+  const versions = useAsync((s) => api.get<{ data: AgentVersion[] }>(`/agents/${agentId}/versions`, s), [agentId])
+  const runs = useAsync((s) => api.get<Page<Run>>(`/runs${query({ agent_id: agentId, limit: 10 })}`, s), [agentId])
+  const [deleteError, setDeleteError] = useState<string | null>(null)
+
+  if (current.error) return <ErrorBox error={current.error} title="This agent cannot be shown" />
+  const agent = current.data
+  const doc = shown.data
+  if (!agent || !doc) return <Loading what="the agent" />
+  const owner = agent.my_share_scope === 'owner' || agent.my_share_scope === 'admin'
+
+  const remove = async () => {
+    if (!window.confirm(`Delete ${agent.name} and all its versions?`)) return
+    try {
+      await api.del(`/agents/${agent.id}`)
+      navigate('/agents')
+    } catch (e) {
+      setDeleteError(errorText(e))
+    }
+  }
+
+  return (
+    <section aria-labelledby="page-title">
+      <PageHeader
+        title={<span id="page-title">{agent.alias || agent.name}</span>}
+        sub={
+          <>
+            <code>{agent.name}</code> · <code>{agent.id}</code>
+          </>
+        }
+      >
+        {agent.input_mode === 'chat' && <a className="button primary" href={href(`/chat/${agent.id}`)}>Chat</a>}
+        <a className={agent.input_mode === 'chat' ? 'button' : 'button primary'} href={href(`/agents/${agent.id}/run`)}>Start a run</a>
+        <a className="button" href={href(`/agents/${agent.id}/edit`)}>Edit</a>
+        <a className="button" href={href(`/agents/${agent.id}/sharing`)}>Sharing</a>
+        {owner && <button type="button" className="danger" onClick={remove}>Delete</button>}
+      </PageHeader>
+      {deleteError && <p className="error-box" role="alert">{deleteError}</p>}
+      <p>{agent.description}</p>
+      <div className="meta">
+        <span className="pill">{agent.mode}</span>
+        <span className="pill">{agent.input_mode}</span>
+        {agent.type && agent.type !== agent.mode && <span className="pill">{agent.type}</span>}
+        <Tags tags={agent.tags} onPick={(t) => navigate('/agents', { tags: t })} />
+        {agent.markings.map((m) => <span key={m} className="pill marking">{m}</span>)}
+        <span className="muted small">your access: {agent.my_share_scope ?? 'none'}</span>
+      </div>
+
+      <div className="two-col">
+        <div>
+          <h2>{version ? `Version ${version}` : `Graph (version ${agent.version})`}</h2>
+          {version && (
+            <p className="notice">
+              Showing version {version} of {agent.version}. <a href={href(`/agents/${agent.id}`)}>Show the latest</a> ·{' '}
+              <a href={href(`/agents/${agent.id}/edit`, { version })}>Edit from this version</a> (saving it restores it as a new version)
+            </p>
+          )}
+          <Graph agent={doc} label={`Graph of ${agent.name}`} />
+          <details className="doc-details">
+            <summary>Document{version ? ` (version ${version})` : ''}</summary>
+            <JsonBlock value={documentOf(doc)} label="Agent document" />
+          </details>
+        </div>
+        <aside>
+          <h2>Versions</h2>
+          <ErrorBox error={versions.error} />
+          {versions.data ? (
+            <ol className="versions" data-testid="versions" reversed>
+              {versions.data.data.map((v) => (
+                <li key={v.version}>
+                  <a
+                    href={href(`/agents/${agent.id}`, { version: v.version === agent.version ? null : String(v.version) })}
+                    aria-current={String(v.version) === (version ?? String(agent.version)) ? 'true' : undefined}
+                  >
+                    Version {v.version}
+                  </a>{' '}
+                  <span className="muted small">{formatTime(v.created_at)} by {v.created_by}</span>
+                </li>
+              ))}
+            </ol>
+          ) : (
+            <Loading />
+          )}
+          <h2>Owners</h2>
+          <ul className="plain">
+            {agent.owners.map((o) => (
+              <li key={o.id}>{o.display_name} <span className="muted small">{o.id}</span></li>
+            ))}
+          </ul>
+          <h2>Recent runs</h2>
+          {runs.data?.data.length ? (
+            <ul className="plain">
+              {runs.data.data.map((r) => (
+                <li key={r.id}>
+                  <a href={href(`/runs/${r.id}`)}>{shortId(r.id)}</a> <StatusBadge status={r.status} />{' '}
+                  <span className="muted small">{formatTime(r.created_at)}</span>
+                </li>
+              ))}
+            </ul>
+          ) : (
+            <p className="muted">No runs yet.</p>
+          )}
+          <a href={href('/runs', { agent_id: agent.id })}>All runs of this agent</a>
+        </aside>
+      </div>
+    </section>
+  )
+}

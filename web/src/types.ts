@@ -1,0 +1,181 @@
+// Shapes of the API's answers (src/dhub/api/routers/*.py, docs/api.md, docs/runs.md).
+
+export interface ErrorItem {
+  loc: string
+  message: string
+  code: string
+}
+
+export interface Principal {
+  id: string
+  type: 'user' | 'group' | 'public'
+  display_name: string
+  avatar_url?: string | null
+  email?: string | null
+}
+
+export interface StartVariable {
+  name: string
+  type: 'string' | 'number' | 'boolean' | 'object' | 'array'
+  required?: boolean
+  default?: unknown
+  description?: string
+}
+
+export interface WorkflowNode {
+  id: string
+  type: string
+  config: Record<string, unknown>
+  metadata?: Record<string, unknown>
+}
+
+export interface WorkflowEdge {
+  source: string
+  target: string
+  condition?: string | null
+}
+
+export interface ConversationVariable {
+  name: string
+  type: string
+  description?: string
+  default?: unknown
+}
+
+export interface Agent {
+  id: string
+  name: string
+  alias: string | null
+  category: string
+  type: string | null
+  collection_id: string | null
+  folder_id: string | null
+  tags: string[] | null
+  description: string
+  markings: string[]
+  created_at: number
+  updated_at: number
+  owners: Principal[]
+  my_share_scope: 'owner' | 'grant' | 'admin' | null
+  input_mode: 'chat' | 'event'
+  mode: 'react' | 'workflow'
+  agent: Record<string, unknown> | null
+  nodes: WorkflowNode[]
+  edges: WorkflowEdge[]
+  conversations: ConversationVariable[]
+  version: number
+  [key: string]: unknown
+}
+
+export interface Page<T> {
+  data: T[]
+  next_cursor: string | null
+}
+
+export interface AgentVersion {
+  version: number
+  created_at: number
+  created_by: string
+}
+
+export interface Grant {
+  principal_id: string
+  type: string
+  display_name: string
+  scope: 'viewer' | 'runner' | 'editor'
+}
+
+export type RunStatus = 'queued' | 'running' | 'waiting' | 'succeeded' | 'failed' | 'cancelled'
+
+export interface Run {
+  id: string
+  agent_id: string
+  agent_version: number
+  user_id: string
+  status: RunStatus
+  waiting: Record<string, unknown> | null
+  inputs: Record<string, unknown>
+  outputs: Record<string, unknown> | null
+  error: Record<string, unknown> | null
+  usage: Record<string, unknown>
+  created_at: number
+  started_at: number | null
+  finished_at: number | null
+  updated_at: number
+}
+
+export interface RunEvent {
+  seq: number
+  type: string
+  node_id: string | null
+  data: Record<string, unknown>
+  created_at: number
+}
+
+export interface InputField {
+  name: string
+  type: string
+  description?: string
+  required?: boolean
+  options?: unknown[]
+  default?: unknown
+}
+
+export interface Task {
+  run_id: string
+  command_id: string
+  kind: 'await_input' | 'await_confirmation'
+  node_id: string
+  frame: string
+  request: {
+    prompt?: string
+    fields?: InputField[]
+    actor?: string
+    arguments?: Record<string, unknown>
+    [key: string]: unknown
+  }
+  assignees: string[]
+  created_at: number
+  due_at: number | null
+}
+
+export interface Message {
+  seq: number
+  role: string
+  content: string
+  run_id: string | null
+  created_at: number
+}
+
+export interface Conversation {
+  id: string
+  agent_id: string
+  user_id: string
+  variables: Record<string, unknown>
+  messages: Message[]
+  created_at: number
+  updated_at: number
+}
+
+export interface Me {
+  id: string
+  display_name: string
+  email: string | null
+  is_admin: boolean
+  groups: string[]
+  markings: string[]
+}
+
+export interface Example {
+  file: string
+  name: string
+  description: string
+  mode: string
+  document: Record<string, unknown>
+}
+
+export interface Marking {
+  id: string
+  name: string
+  description: string | null
+}

@@ -1,0 +1,87 @@
+import { useCallback, useEffect, useRef, useState } from 'react'
+import { ApiError } from './api'
+
+export function formatTime(ms: number | null | undefined): string {
+  if (!ms) return '—'
+  const d = new Date(ms)
+  return d.toLocaleString(undefined, {
+    year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit',
+  })
+}
+
+export function formatDuration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined || Number.isNaN(ms)) return '—'
+  if (ms < 1000) return `${Math.round(ms)} ms`
+  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`
+  const m = Math.floor(ms / 60_000)
+  const s = Math.round((ms % 60_000) / 1000)
+  return `${m} min ${s} s`
+}
+
+export function pretty(value: unknown): string {
+  return JSON.stringify(value, null, 2) ?? 'null'
+}
+
+export function shortId(id: string): string {
+  const dot = id.indexOf('.')
+  return dot >= 0 && id.length > dot + 10 ? `${id.slice(0, dot + 1)}…${id.slice(-8)}` : id
+}
+
+export function errorText(error: unknown): string {
+  if (error instanceof ApiError) return error.detail
+  if (error instanceof Error) return error.message
+  return String(error)
+}
+
+export interface AsyncState<T> {
+  data: T | undefined
+  error: unknown
+  loading: boolean
+  reload: () => void
+  setData: (value: T) => void
+}
+
+/** Loads `load()` when `deps` change; `reload()` again on demand. */
+export function useAsync<T>(load: (signal: AbortSignal) => Promise<T>, deps: unknown[]): AsyncState<T> {
+  const [data, setData] = useState<T | undefined>(undefined)
+  const [error, setError] = useState<unknown>(null)
+  const [loading, setLoading] = useState(true)
+  const [tick, setTick] = useState(0)
+  const loader = useRef(load)
+  loader.current = load
+  useEffect(() => {
+    const controller = new AbortController()
+    setLoading(true)
+    loader
+      .current(controller.signal)
+      .then((value) => {
+        if (!controller.signal.aborted) {
+          setData(value)
+          setError(null)
+        }
+      })
+      .catch((exc) => {
+        if (!controller.signal.aborted) setError(exc)
+      })
+      .finally(() => {
+        if (!controller.signal.aborted) setLoading(false)
+      })
+    return () => controller.abort()
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [...deps, tick])
+  const reload = useCallback(() => setTick((t) => t + 1), [])
+  return { data, error, loading, reload, setData }
+}
+
+/** Calls `fn` every `ms` while the page is visible. */
+export function useInterval(fn: () => void, ms: number | null): void {
+  const saved = useRef(fn)
+  saved.current = fn
+  useEffect(() => {
+    if (ms === null) return
+    const id = window.setInterval(() => {
+      if (document.visibilityState === 'visible') saved.current()
+    }, ms)
+    return () => window.clearInterval(id)
+  }, [ms])
+}
