@@ -71,6 +71,7 @@ def serve(
     distributed mode (DHUB_EXECUTION=distributed) it also takes run jobs, unless --no-worker."""
     import gc
     import logging
+    import sys
 
     import uvicorn
 
@@ -94,6 +95,9 @@ def serve(
     gc.collect()
     gc.freeze()
     gc.set_threshold(7_000, 20, 20)
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    print(f"dhub: the web console is at http://{shown}:{port}/ (sign in with an API token)",
+          file=sys.stderr, flush=True)  # fmt: skip
     uvicorn.run(app, host=host, port=port, log_level="info")
 
 
