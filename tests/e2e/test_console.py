@@ -321,6 +321,14 @@ def test_chat_with_the_support_assistant_approving_its_refund(
     for kind in ("llm.delta", "tool.called", "node.waiting", "confirmation.received"):
         assert kind in kinds
 
+    # The conversation is listed where chats begin, and opens again from there.
+    page.goto(f"{server.url}/#/chat")
+    listed = page.get_by_test_id("conversations").get_by_role("link")
+    expect(listed).to_have_count(1)
+    expect(listed.first).to_contain_text("4 messages")
+    listed.first.click()
+    expect(page.locator("[data-testid=message][data-role='assistant']")).to_have_count(2)
+
 
 def test_an_invalid_edit_shows_the_error_on_the_offending_field(
     server: Server, page: Page, shots: Path

@@ -109,3 +109,26 @@ def test_messages_sent_at_once_start_one_turn_at_a_time(client: TestClient) -> N
     assert seen["variables"] == {"turns": len(accepted)}
     roles = [m["role"] for m in seen["messages"]]
     assert roles == ["user", "assistant"] * len(accepted)
+
+
+def test_a_user_lists_their_own_conversations(client: TestClient) -> None:
+    echo = ok(client.post(f"{API}/agents", json=ECHO), 201)["id"]
+    other = ok(client.post(f"{API}/agents", json={**ECHO, "name": "echo-2"}), 201)["id"]
+    mine = [ok(client.post(f"{API}/agents/{agent}/conversations"), 201)["id"]
+            for agent in (echo, other, echo)]  # fmt: skip
+    run = ok(client.post(f"{API}/conversations/{mine[0]}/messages", json={"content": "hi"}), 202)
+    finished(client, run["id"])
+    listed = ok(client.get(f"{API}/conversations"))
+    assert [c["id"] for c in listed["data"]] == mine[::-1] and listed["next_cursor"] is None
+    first = next(c for c in listed["data"] if c["id"] == mine[0])
+    assert first["message_count"] == 2 and first["turn_run_id"] == run["id"]
+    only = ok(client.get(f"{API}/conversations", params={"agent_id": echo}))["data"]
+    assert [c["id"] for c in only] == [mine[2], mine[0]]
+    page = ok(client.get(f"{API}/conversations", params={"limit": 2}))
+    rest = ok(client.get(f"{API}/conversations", params={"cursor": page["next_cursor"]}))
+    assert [c["id"] for c in page["data"] + rest["data"]] == mine[::-1]
+    assert client.get(f"{API}/conversations", params={"limit": 0}).status_code == 422
+    sam = ok(client.post(f"{API}/users", json={"name": "sam", "display_name": "Sam"}), 201)
+    token = ok(client.post(f"{API}/users/{sam['id']}/tokens", json={"name": "t"}), 201)["token"]
+    theirs = client.get(f"{API}/conversations", headers={"Authorization": f"Bearer {token}"})
+    assert ok(theirs)["data"] == []

@@ -157,6 +157,18 @@ export interface Conversation {
   updated_at: number
 }
 
+/** A conversation as GET /api/v1/conversations lists it (no messages). */
+export interface ConversationSummary {
+  id: string
+  agent_id: string
+  user_id: string
+  variables: Record<string, unknown>
+  message_count: number
+  turn_run_id: string | null
+  created_at: number
+  updated_at: number
+}
+
 export interface Me {
   id: string
   display_name: string

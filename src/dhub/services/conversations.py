@@ -70,6 +70,27 @@ class ConversationService:
             raise missing from None
         return ConversationView(found, messages)
 
+    async def page(
+        self, who: Principal, agent_id: str | None, limit: int, cursor: str | None
+    ) -> tuple[list[chats.ConversationRecord], str | None]:
+        """The caller's own conversations, newest first, with agents it may still read (the
+        others are left out, as ``get`` would refuse them); the next page's cursor."""
+        if agent_id is not None:
+            await self.runs.agents.readable(who, agent_id)
+        async with self.db.read() as conn:
+            found = await chats.list_for_user(conn, who.user_id, agent_id, cursor, limit + 1)
+        more = len(found) > limit
+        found = found[:limit]
+        readable: dict[str, bool] = {}
+        for agent in {c.agent_id for c in found}:
+            try:
+                await self.runs.agents.readable(who, agent)
+                readable[agent] = True
+            except NotFound:
+                readable[agent] = False
+        shown = [c for c in found if readable[c.agent_id]]
+        return shown, (found[-1].id if more else None)
+
     async def say(self, who: Principal, conversation_id: str, body: Any) -> store.RunRecord:
         """One turn: the run that answers the message."""
         content = body.get("content") if isinstance(body, dict) else None

@@ -59,6 +59,20 @@ async def get_conversation(conn: Conn, conversation_id: str) -> ConversationReco
     return ConversationRecord(*row) if row else None
 
 
+async def list_for_user(
+    conn: Conn, user_id: str, agent_id: str | None, before: str | None, limit: int
+) -> list[ConversationRecord]:
+    """A user's conversations, newest first (ids grow with time), after the cursor
+    ``before`` (an id), optionally only with one agent."""
+    stmt = select(*_COLUMNS).where(conversations.c.user_id == user_id)
+    if agent_id is not None:
+        stmt = stmt.where(conversations.c.agent_id == agent_id)
+    if before is not None:
+        stmt = stmt.where(conversations.c.id < before)
+    rows = await conn.execute(stmt.order_by(conversations.c.id.desc()).limit(limit))
+    return [ConversationRecord(*row) for row in rows]
+
+
 async def messages(conn: Conn, conversation_id: str) -> list[MessageRecord]:
     table = conversation_messages
     rows = await conn.execute(

@@ -4,26 +4,9 @@ import { ErrorBox, KeyValues, Loading, PageHeader } from '../components/bits'
 import { TaskCard } from '../components/TaskCard'
 import { href } from '../router'
 import { useSession } from '../session'
-import type { Agent, Conversation, Page, Run, RunEvent, Task } from '../types'
+import type { Agent, Conversation, ConversationSummary, Page, Run, RunEvent, Task } from '../types'
 import { useRunEvents } from '../useRunEvents'
 import { errorText, formatTime, pretty, shortId, useAsync } from '../util'
-
-// Conversations have no list endpoint: the ones started in this tab are remembered here.
-const RECENT_KEY = 'dhub.conversations'
-interface Recent { id: string; agentId: string; title: string; at: number }
-
-function recent(): Recent[] {
-  try {
-    return JSON.parse(sessionStorage.getItem(RECENT_KEY) ?? '[]') as Recent[]
-  } catch {
-    return []
-  }
-}
-
-function remember(entry: Recent): void {
-  const list = [entry, ...recent().filter((r) => r.id !== entry.id)].slice(0, 20)
-  sessionStorage.setItem(RECENT_KEY, JSON.stringify(list))
-}
 
 export function ChatPage({ agentId, conversationId }: { agentId: string | null; conversationId: string | null }) {
   if (!agentId) return <ChatAgents />
@@ -32,7 +15,9 @@ export function ChatPage({ agentId, conversationId }: { agentId: string | null; 
 
 function ChatAgents() {
   const agents = useAsync((s) => api.get<Page<Agent>>(`/agents${query({ input_mode: 'chat', limit: 200 })}`, s), [])
-  const list = recent()
+  const mine = useAsync((s) => api.get<Page<ConversationSummary>>(`/conversations${query({ limit: 20 })}`, s), [])
+  const names = new Map((agents.data?.data ?? []).map((a) => [a.id, a.alias || a.name]))
+  const list = mine.data?.data ?? []
   return (
     <section aria-labelledby="page-title">
       <PageHeader title={<span id="page-title">Chat</span>} sub="Talk to a chat agent." />
@@ -51,13 +36,17 @@ function ChatAgents() {
           ))}
         </ul>
       )}
+      <ErrorBox error={mine.error} />
       {list.length > 0 && (
         <>
           <h2>Your recent conversations</h2>
-          <ul className="plain">
-            {list.map((r) => (
-              <li key={r.id}>
-                <a href={href(`/chat/${r.agentId}/${r.id}`)}>{r.title}</a> <span className="muted small">{formatTime(r.at)}</span>
+          <ul className="plain" data-testid="conversations">
+            {list.map((c) => (
+              <li key={c.id}>
+                <a href={href(`/chat/${c.agent_id}/${c.id}`)}>
+                  {names.get(c.agent_id) ?? c.agent_id}: {c.message_count} messages
+                </a>{' '}
+                <span className="muted small">{formatTime(c.updated_at)}</span>
               </li>
             ))}
           </ul>
@@ -254,7 +243,6 @@ function ChatWithAgent({ agentId, initialConversation }: { agentId: string; init
         setConversation(created)
         window.history.replaceState(null, '', href(`/chat/${agentId}/${id}`))
       }
-      remember({ id, agentId, title: `${agent.data?.alias || agent.data?.name || agentId}: ${content.slice(0, 40)}`, at: Date.now() })
       const run = await api.post<Run>(`/conversations/${id}/messages`, { content })
       setDraft('')
       setActiveRun(run.id)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel
 
 from dhub.api.deps import Ctx, json_body
@@ -33,6 +33,22 @@ class Conversation(BaseModel):
     updated_at: int
 
 
+class ConversationSummary(BaseModel):
+    id: str
+    agent_id: str
+    user_id: str
+    variables: dict[str, Any]
+    message_count: int
+    turn_run_id: str | None
+    created_at: int
+    updated_at: int
+
+
+class ConversationList(BaseModel):
+    data: list[ConversationSummary]
+    next_cursor: str | None
+
+
 class Say(BaseModel):
     content: str
     stream: bool = False
@@ -58,6 +74,24 @@ async def create_conversation(agent_id: str, ctx: Ctx) -> Any:
     defaults."""
     view = await ctx.svc.conversations.create(ctx.who, agent_id)
     return JSON(conversation_json(view), status_code=201)
+
+
+@router.get("/conversations", response_model=ConversationList)
+async def list_conversations(
+    ctx: Ctx,
+    agent_id: str | None = Query(None, description="Only the conversations with this agent."),
+    limit: int = Query(50, ge=1, le=200, description="Page size."),
+    cursor: str | None = Query(None, description="next_cursor of the previous page."),
+) -> Any:
+    """The caller's own conversations, newest first, without their messages."""
+    found, next_cursor = await ctx.svc.conversations.page(ctx.who, agent_id, limit, cursor)
+    data = [
+        {"id": c.id, "agent_id": c.agent_id, "user_id": c.user_id, "variables": c.variables,
+         "message_count": c.message_count, "turn_run_id": c.turn_run_id,
+         "created_at": c.created_at, "updated_at": c.updated_at}
+        for c in found
+    ]  # fmt: skip
+    return JSON({"data": data, "next_cursor": next_cursor})
 
 
 @router.get("/conversations/{conversation_id}", response_model=Conversation)
