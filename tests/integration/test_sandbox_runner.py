@@ -177,3 +177,23 @@ async def test_decorators_act_across_calls_of_a_warm_worker(runner: SandboxRunne
         for x in (1, 1, 2, 1)
     ]
     assert values == [1, 1, 2, 1]  # the repeats came from the cache, not the function
+
+
+async def test_calls_beyond_the_concurrency_wait_their_turn() -> None:
+    """Two at a time: four calls run in two waves, and a queued call's timeout starts when
+    it runs (each has 0.8 s, the last waits 0.5 s first)."""
+    runner = SandboxRunner(sandbox_settings(concurrency=2))
+    spans = "import time\n\ndef main():\n    t = time.time()\n    time.sleep(0.5)\n" \
+            "    return [t, time.time()]\n"  # fmt: skip
+    try:
+        results = await asyncio.gather(*(call(runner, spans, seconds=0.8) for _ in range(4)))
+    finally:
+        await runner.close()
+    assert all(r.ok for r in results), results
+    edges = sorted([(s, 1) for s, _ in (r.value for r in results)]
+                   + [(e, -1) for _, e in (r.value for r in results)])  # fmt: skip
+    running = peak = 0
+    for _, step in edges:
+        running += step
+        peak = max(peak, running)
+    assert peak == 2

@@ -55,6 +55,10 @@ class SandboxSettings:
     warm: bool = True
     idle_per_key: int = 2
     idle_total: int = 64
+    # Calls running at once in this process; more wait their turn. Without a bound, a
+    # thousand runs reaching a code node together start a thousand interpreters and the
+    # machine does nothing else (bench/scale.py measured it): none finished in 30 s.
+    concurrency: int = field(default_factory=lambda: default_concurrency())
 
     @classmethod
     def from_env(cls, data_dir: Path) -> SandboxSettings:
@@ -72,7 +76,13 @@ class SandboxSettings:
             envs_dir=data_dir / "envs",
             limits=limits,
             warm=env.get("DHUB_SANDBOX_WARM", "1") != "0",
+            concurrency=int(env.get("DHUB_SANDBOX_CONCURRENCY") or default_concurrency()),
         )
+
+
+def default_concurrency() -> int:
+    """Eight calls per core (they often wait: on a model, an API, a sleep), at least 16."""
+    return max(16, 8 * (os.cpu_count() or 1))
 
 
 class SandboxRunner:
@@ -84,6 +94,7 @@ class SandboxRunner:
         )
         self.environments = Environments(self.settings.envs_dir.resolve())
         self.pool = WarmPool(self.settings.idle_per_key, self.settings.idle_total)
+        self._slots = asyncio.Semaphore(max(1, self.settings.concurrency))
         self._checked: asyncio.Task[str | None] | None = None
         # Each worker its own uid, in turn from a random start (two runners rarely overlap).
         start = random.randrange(len(_UIDS))
@@ -131,7 +142,8 @@ class SandboxRunner:
         async def start() -> tuple[Worker | None, FunctionResult]:
             return await Worker.start(launch, {**setup, "uid": self._uid()}, limits)
 
-        return await self.pool.call(key, start, call.inputs, seconds, self.settings.warm)
+        async with self._slots:  # the call's time starts when it runs, not while it queues
+            return await self.pool.call(key, start, call.inputs, seconds, self.settings.warm)
 
     async def _unavailable(self) -> str | None:
         """Why user code cannot run here, checked once per runner."""
