@@ -81,8 +81,9 @@ class SandboxSettings:
 
 
 def default_concurrency() -> int:
-    """Eight calls per core (they often wait: on a model, an API, a sleep), at least 16."""
-    return max(16, 8 * (os.cpu_count() or 1))
+    """32 calls per core, at least 64: functions often wait (on an API, a sleep), but each
+    holds an interpreter (tens of MB) while it does."""
+    return max(64, 32 * (os.cpu_count() or 1))
 
 
 class SandboxRunner:
