@@ -297,3 +297,27 @@ def test_jobs_of_dead_workers_are_forgotten(distributed: Settings, pg_schema: st
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         left = conn.execute(f"SELECT worker_id FROM {table}").fetchall()
     assert left == [(live,)]
+
+
+def test_a_queued_run_gets_one_job_whatever_the_sweeps(
+    distributed: Settings, pg_schema: str
+) -> None:
+    """Runs wait in the queue unclaimed (no worker yet): a worker's start-up sweep sees them
+    as nobody's, and must not queue them again."""
+    with serve(distributed, worker=False) as api:
+        batch = create(api, BATCH)
+        runs = [ok(api.post(f"{API}/agents/{batch}/runs", json={"inputs": {"numbers": [1]}}),
+                   202)["id"] for _ in range(3)]  # fmt: skip
+
+    async def sweep() -> None:
+        runtime = await open_runtime(distributed)
+        assert runtime.queue is not None
+        await runtime.queue.open()
+        try:
+            assert runtime.executor.handoff is not None
+            await runtime.executor.handoff.requeue(runs)  # what the sweep does with them
+        finally:
+            await runtime.close()
+
+    asyncio.run(sweep())
+    assert sorted(run for run, _ in jobs(pg_schema)) == sorted(runs)

@@ -79,7 +79,9 @@ class Queued:
         self.queue = queue
 
     async def created(self, conn: Conn, run: store.RunRecord) -> None:
-        await self.queue.enqueue(conn, run.id, once=False)
+        # With the run's queueing lock: a worker's sweep finds the run unclaimed while its
+        # job waits, and must not queue a second one (bench/scale.py counted 40% extra jobs).
+        await self.queue.enqueue(conn, run.id)
 
     def start(
         self, run: store.RunRecord, context: dict[str, Any], conversation: dict[str, Any] | None

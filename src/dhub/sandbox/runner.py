@@ -76,6 +76,10 @@ class SandboxSettings:
             envs_dir=data_dir / "envs",
             limits=limits,
             warm=env.get("DHUB_SANDBOX_WARM", "1") != "0",
+            # Idle interpreters kept per function and in all: a function called by many runs
+            # at once wants about as many (bench/scale.py: 3x the runs/s with 20).
+            idle_per_key=int(env.get("DHUB_SANDBOX_WARM_PER_FUNCTION") or 2),
+            idle_total=int(env.get("DHUB_SANDBOX_WARM_TOTAL") or 64),
             concurrency=int(env.get("DHUB_SANDBOX_CONCURRENCY") or default_concurrency()),
         )
 

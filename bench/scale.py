@@ -1,0 +1,1010 @@
+"""Distributed mode on PostgreSQL: runs/s with 1 and 2 worker processes (and the embedded,
+in-process mode for reference), and how many concurrently waiting runs one worker carries.
+
+Everything runs as real processes, as an operator would start them, each scenario on a fresh
+PostgreSQL schema of its own (``dhub_bench_<random>`` in the ``test`` database, dropped at
+the end), with ``DHUB_ADMIN_TOKEN`` set to a random token and a temporary ``DHUB_DATA_DIR``:
+
+- **embedded**: ``dhub serve`` (no ``DHUB_EXECUTION``): the API process executes the runs;
+- **1 worker / 2 workers**: ``dhub serve --no-worker`` (the API only) and 1 or 2
+  ``dhub worker --concurrency C`` processes (``DHUB_EXECUTION=distributed``) taking run jobs
+  from PostgreSQL (procrastinate).
+
+(a) **throughput**: 1,000 runs of a 10-node workflow, a chain of ``code`` nodes whose function
+    sleeps 10 ms (ideal wall time of one run: 0.1 s), submitted through the HTTP API
+    (``POST /api/v1/agents/{id}/runs``, 64 requests in flight) while the workers run, timed
+    from the first submit to the last run's ``finished_at``. Workers run with dhub's default
+    ``--concurrency 100``. A scenario still going after ``--budget`` seconds (the embedded
+    server: ``--embedded-budget``) is cut and reported from the steps saved by then. CPU of
+    the API process, the workers' own threads, the interpreters they start for code nodes,
+    PostgreSQL, this client and the rest of the machine is read from /proc over the same
+    interval, and PostgreSQL's commit count from pg_stat_database.
+(a') the same for 1 and 2 workers with dhub's warm pool keeping up to ``--pool-idle`` (20)
+    idle interpreters per function instead of 2, and each worker executing that many runs at
+    once (``--concurrency 20``): a patched start-up in the bench (``POOL_PATCH``), not a
+    setting of dhub, to show what the pool's size costs.
+(b) **waiting runs**: one worker with ``--concurrency 2000``; N runs (250, 500, 1,000, 2,000)
+    submitted at once of a one-node workflow that waits 10 s, either in a code node's function
+    (a sandboxed interpreter per waiting call) or for a model (an ``llm`` node; the model is
+    tests/support/wire's fake OpenAI server in its own process, answering after 10 s): runs/s
+    against the ideal N / 10 s, how many runs were executing at once, the worker's memory.
+    The code runs get ``DHUB_SANDBOX_CONCURRENCY=2000`` (``--waiting-sandbox-concurrency``):
+    with dhub's default (32 per core, at least 64) a worker runs no more calls at once.
+
+Code nodes run through dhub's real sandbox, with ``DHUB_SANDBOX=unsafe`` by default: the warm
+pool and its interpreters without bubblewrap's namespaces (``--sandbox bubblewrap`` for those;
+then the interpreters' CPU is partly counted as "other"). bench/README.md says why.
+
+    .venv/bin/python bench/scale.py              # about 9 minutes; needs PostgreSQL
+    .venv/bin/python bench/scale.py --quick      # about 4 minutes: 300 runs, 250/1,000 waiting 5 s
+    .venv/bin/python bench/scale.py --rounds 3 --only 1,2,1p,2p --waiting ''
+
+Writes bench/results/scale-<UTC time>.json (every scenario, the machine, the versions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import json
+import os
+import platform
+import secrets
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+RESULTS = BENCH / "results"
+VENV_BIN = Path(sys.executable).parent
+PG_ADMIN = os.environ.get("DHUB_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
+GOAL_RATIO = 1.7  # the issue's goal: 2 workers at least 1.7x one worker
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+FINISHED = ("succeeded", "failed", "cancelled")
+IN_FLIGHT = 64  # POSTs at once
+MODEL = "gpt-4o-mini"
+# ``dhub`` whose warm pool keeps up to N idle interpreters per function (stock: 2), 64 * N in
+# all (stock: 64): ``python -c POOL_PATCH N serve ...``. Only for --pool-idle.
+POOL_PATCH = """
+import dataclasses, sys
+from dhub.sandbox import runner
+idle = int(sys.argv.pop(1))
+stock = runner.SandboxSettings.from_env.__func__
+runner.SandboxSettings.from_env = classmethod(
+    lambda cls, d: dataclasses.replace(stock(cls, d), idle_per_key=idle, idle_total=64 * idle)
+)
+sys.argv[0] = "dhub"
+from dhub.cli.main import main
+main()
+"""
+
+
+# -- the workflow ----------------------------------------------------------------------------
+
+
+def chain(nodes: int, wait_s: float) -> dict[str, Any]:
+    """start -> ``nodes`` code nodes, each sleeping ``wait_s`` -> end."""
+    source = f"import time\n\n\ndef main():\n    time.sleep({wait_s!r})\n    return {{'v': 1}}\n"
+    doc: list[dict[str, Any]] = [{"id": "start", "type": "start", "config": {}}]
+    for i in range(nodes):
+        config = {"source": source, "outputs": {"v": "number"}, "timeout": 60}
+        doc.append({"id": f"n{i}", "type": "code", "config": config})
+    doc.append({"id": "end", "type": "end", "config": {}})
+    edges = [{"source": a["id"], "target": b["id"]} for a, b in itertools.pairwise(doc)]
+    return {
+        "name": f"scale-{nodes}x{round(wait_s * 1000)}ms",
+        "description": "bench/scale.py",
+        "mode": "workflow",
+        "input_mode": "event",
+        "nodes": doc,
+        "edges": edges,
+    }
+
+
+def model_call(wait_s: float) -> dict[str, Any]:
+    """start -> one ``llm`` node (the fake model server answers after ``wait_s``) -> end."""
+    llm = {
+        "model_provider": "openai", "model": MODEL, "prompt": "Say ok.", "output": "answer",
+    }  # fmt: skip
+    return {
+        "name": f"scale-model-{round(wait_s * 1000)}ms",
+        "description": "bench/scale.py",
+        "mode": "workflow",
+        "input_mode": "event",
+        "nodes": [
+            {"id": "start", "type": "start", "config": {}},
+            {"id": "ask", "type": "llm", "config": llm},
+            {"id": "end", "type": "end", "config": {}},
+        ],
+        "edges": [{"source": "start", "target": "ask"}, {"source": "ask", "target": "end"}],
+    }
+
+
+def serve_model(wait_s: float) -> None:
+    """The fake model's process (``--serve-model S``): tests/support/wire's OpenAI server,
+    every chat completion answered "ok" after ``wait_s`` (a thread per connection sleeps).
+    Prints its base URL and API key; stops when its stdin closes."""
+    sys.path.insert(0, str(ROOT))
+    from tests.support.wire import OpenAIReply, OpenAIServer
+    from tests.support.wire import server as wire
+    from tests.support.wire.server import RecordedRequest, Rendered
+
+    wire._HTTPServer.request_queue_size = 4096  # a thousand connections at once
+    reply = OpenAIReply(["ok"])
+
+    class Slow(OpenAIServer):
+        def scripted(self, request: RecordedRequest) -> Rendered:
+            time.sleep(wait_s)
+            return reply.render(request)
+
+    server = Slow()
+    server.start()
+    print(server.base_url, server.api_key, flush=True)
+    sys.stdin.read()
+    server.stop()
+
+
+@contextlib.contextmanager
+def model_server(wait_s: float) -> Iterator[tuple[dict[str, str], int]]:
+    """The fake model server as a subprocess: the environment pointing dhub at it, its pid."""
+    argv = [sys.executable, __file__, "--serve-model", str(wait_s)]
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        base_url, key = proc.stdout.readline().split()
+        yield {"DHUB_OPENAI_BASE_URL": base_url, "DHUB_OPENAI_API_KEY": key}, proc.pid
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------
+
+
+def schema_url(schema: str) -> str:
+    sep = "&" if "?" in PG_ADMIN else "?"
+    return f"{PG_ADMIN}{sep}options=-csearch_path%3D{schema}"
+
+
+@contextlib.contextmanager
+def fresh_schema() -> Iterator[str]:
+    schema = f"dhub_bench_{secrets.token_hex(5)}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield schema
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def postgres_settings() -> dict[str, str]:
+    with psycopg.connect(PG_ADMIN) as conn:
+        names = ("server_version", "max_connections", "shared_buffers", "synchronous_commit")
+        return {n: str(conn.execute(f"SHOW {n}").fetchone()[0]) for n in names}  # type: ignore[index]
+
+
+# -- processes, CPU, memory ------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _stat(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def cpu_of(pid: int) -> tuple[float, float]:
+    """(own, reaped children) CPU seconds of a process: all its threads, and the descendants
+    it waited for (a dhub process's sandboxed interpreters; PostgreSQL's ended backends)."""
+    try:
+        f = _stat(pid)
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0, 0.0
+    return (int(f[11]) + int(f[12])) / TICK, (int(f[13]) + int(f[14])) / TICK
+
+
+def rss_of(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return 0
+
+
+def processes() -> list[tuple[int, int, str]]:
+    """(pid, parent pid, command name) of every process."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                text = (entry / "stat").read_text()
+                name = text[text.index("(") + 1 : text.rindex(")")]
+                out.append((int(entry.name), int(text.rsplit(")", 1)[1].split()[1]), name))
+    return out
+
+
+def descendants(pid: int, procs: list[tuple[int, int, str]]) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for p, parent, _ in procs:
+        children.setdefault(parent, []).append(p)
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        todo += children.get(p, [])
+    return found
+
+
+def postgres_cpu(procs: list[tuple[int, int, str]]) -> float:
+    """CPU seconds of the PostgreSQL server: the postmaster with its reaped backends, and the
+    live backends (other clients of the server, such as a test suite, count too)."""
+    names = {p: n for p, _, n in procs}
+    total = 0.0
+    for p, parent, name in procs:
+        if name == "postgres":
+            own, reaped = cpu_of(p)
+            total += own + (reaped if names.get(parent) != "postgres" else 0.0)
+    return total
+
+
+def pg_commits(db: psycopg.Connection[Any]) -> int:
+    row = db.execute(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def machine_busy_s() -> float:
+    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(values[:8]) - values[3] - values[4]) / TICK
+
+
+@dataclass
+class Proc:
+    role: str  # "embedded", "api", "worker1", "worker2"
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+
+@dataclass
+class CpuSnapshot:
+    at: float
+    parts: dict[str, float]  # role -> own CPU s; "<role> sandbox" -> its interpreters' CPU s
+    postgres: float
+    client: float
+    machine: float
+
+    @classmethod
+    def take(cls, procs: list[Proc], watch: dict[str, int]) -> CpuSnapshot:
+        everything = processes()
+        parts = {name: sum(cpu_of(pid)) for name, pid in watch.items()}
+        for p in procs:
+            own, reaped = cpu_of(p.popen.pid)
+            live = sum(cpu_of(d)[0] for d in descendants(p.popen.pid, everything))
+            parts[p.role] = own
+            parts[f"{p.role} sandbox"] = reaped + live
+        return cls(
+            time.monotonic(), parts, postgres_cpu(everything), time.process_time(),
+            machine_busy_s(),
+        )  # fmt: skip
+
+    def until(self, later: CpuSnapshot) -> dict[str, float]:
+        """% of one core used by each part between the two snapshots; ``other``: the rest of
+        the machine (anything else running on it)."""
+        wall = later.at - self.at
+        out = {k: (later.parts[k] - v) / wall * 100 for k, v in self.parts.items()}
+        out["postgres"] = (later.postgres - self.postgres) / wall * 100
+        out["client"] = (later.client - self.client) / wall * 100
+        busy = (later.machine - self.machine) / wall * 100
+        out["other"] = max(0.0, busy - sum(out.values()))
+        out["machine"] = busy
+        return out
+
+
+def stop(popen: subprocess.Popen[bytes]) -> None:
+    if popen.poll() is None:
+        popen.send_signal(signal.SIGINT)  # graceful, for uvicorn and for dhub worker
+        try:
+            popen.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(popen.pid, signal.SIGKILL)
+            popen.wait(timeout=10)
+
+
+class Cluster:
+    """An API process and its workers on a fresh schema; everything stopped on exit."""
+
+    def __init__(
+        self,
+        work: Path,
+        name: str,
+        workers: int,
+        concurrency: int,
+        sandbox: str,
+        pool_idle: int = 0,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        self.work, self.name, self.workers = work, name, workers
+        self.extra_env = extra_env or {}
+        self.watch: dict[str, int] = {}  # other processes whose CPU counts (the model server)
+        self.concurrency, self.sandbox, self.pool_idle = concurrency, sandbox, pool_idle
+        self.token = "dhub_bench_" + secrets.token_urlsafe(24)
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.procs: list[Proc] = []
+        self.schema = ""
+        self.stack = contextlib.ExitStack()
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("DHUB_")}
+        env.update(
+            DHUB_DATABASE_URL=schema_url(self.schema),
+            DHUB_DATA_DIR=str(self.work / self.name / "data"),
+            DHUB_ADMIN_TOKEN=self.token,
+            DHUB_SANDBOX=self.sandbox,
+        )
+        env.update(self.extra_env)
+        if self.workers:
+            env["DHUB_EXECUTION"] = "distributed"
+        return env
+
+    def __enter__(self) -> Cluster:
+        self.stack.__enter__()
+        try:
+            self.schema = self.stack.enter_context(fresh_schema())
+            (self.work / self.name).mkdir(parents=True)
+            dhub = [str(VENV_BIN / "dhub")]
+            if self.pool_idle:
+                dhub = [sys.executable, "-c", POOL_PATCH, str(self.pool_idle)]
+            argv = [*dhub, "serve", "--host", "127.0.0.1", "--port", str(self.port)]
+            if self.workers:
+                argv.append("--no-worker")
+            api = self.start("api" if self.workers else "embedded", argv)
+            self.wait_ready(api)
+            worker = [*dhub, "worker", "--concurrency", str(self.concurrency)]
+            for i in range(self.workers):  # after the API, which migrated the schema
+                self.start(f"worker{i + 1}", worker)
+            if self.workers:
+                self.wait_workers()
+        except BaseException:
+            self.stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stack.__exit__(*exc)
+
+    def start(self, role: str, argv: list[str]) -> Proc:
+        log = self.work / self.name / f"{role}.log"
+        out = self.stack.enter_context(log.open("wb"))
+        popen = subprocess.Popen(
+            argv, env=self.env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        self.stack.callback(stop, popen)
+        proc = Proc(role, popen, log)
+        self.procs.append(proc)
+        return proc
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"}
+
+    def wait_ready(self, api: Proc, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and api.popen.poll() is None:
+            with contextlib.suppress(httpx.TransportError):
+                if httpx.get(f"{self.base}/healthz", timeout=2.0).status_code < 500:
+                    return
+            time.sleep(0.1)
+        raise SystemExit(f"the API did not start; its log:\n{api.log.read_text()[-3000:]}")
+
+    def wait_workers(self, timeout: float = 60.0) -> None:
+        """Until every worker process has beaten its heart (GET /api/v1/workers)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = httpx.get(f"{self.base}/api/v1/workers", headers=self.headers(), timeout=5)
+            if got.status_code == 200 and len(got.json()["data"]) >= self.workers:
+                return
+            for p in self.procs:
+                if p.popen.poll() is not None:
+                    raise SystemExit(f"{p.role} exited; its log:\n{p.log.read_text()[-3000:]}")
+            time.sleep(0.2)
+        raise SystemExit("the workers did not register")
+
+    def problems(self) -> list[str]:
+        """Log lines that say something went wrong (warnings, errors, tracebacks)."""
+        words = ("ERROR", "CRITICAL", "Traceback", "WARNING", "Exception")
+        return [
+            f"{p.role}: {line}"
+            for p in self.procs
+            for line in p.log.read_text(errors="replace").splitlines()
+            if any(w in line for w in words)
+        ]
+
+
+# -- one batch of runs -----------------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    scenario: str
+    workers: int
+    concurrency: int
+    pool_idle: int
+    runs: int
+    nodes: int
+    wait_s: float
+    finished: int = 0
+    complete: bool = False  # every run finished within the budget
+    wall_s: float = 0.0  # first submit -> last finished_at (or the budget)
+    submit_s: float = 0.0  # first submit -> last 202
+    runs_per_s: float = 0.0
+    ideal_runs_per_s: float = 0.0  # (b): every run at once, nothing but the waits
+    latency_p50_s: float = 0.0  # created_at -> finished_at
+    latency_p99_s: float = 0.0
+    run_p50_s: float = 0.0  # started_at (a worker took it) -> finished_at
+    # Steps saved by all runs, finished or not, per second, and by a finished run: what a
+    # scenario cut by the budget did, in runs/s, is progress_runs_per_s.
+    steps_per_s: float = 0.0
+    steps_per_run: float = 0.0
+    progress_runs_per_s: float = 0.0
+    statuses: dict[str, int] = field(default_factory=dict)
+    submit_errors: int = 0
+    cpu_pct: dict[str, float] = field(default_factory=dict)
+    # CPU (ms) per run of the API, the workers, their interpreters and PostgreSQL (per run's
+    # worth of saved steps, for a scenario cut by the budget)
+    dhub_cpu_ms_per_run: float = 0.0
+    # transactions PostgreSQL committed per finished run (the whole database: this bench's own
+    # polling, about 10 a second, and any other client of it count too)
+    pg_commits_per_run: float = 0.0
+    peak_running: int = 0  # runs in status running at once (held by an executor)
+    peak_interpreters: int = 0  # live descendants of the dhub processes
+    peak_rss_mb: dict[str, float] = field(default_factory=dict)  # a process, its interpreters
+    log_problems: list[str] = field(default_factory=list)
+    rounds: list[float] = field(default_factory=list)  # (a): every round's runs/s
+    jobs_started: int = 0  # run jobs the workers started (their logs)
+    jobs_deferred_by_workers: int = 0  # run jobs the workers queued themselves (their logs)
+
+
+async def create_agent(client: httpx.AsyncClient, doc: dict[str, Any]) -> str:
+    got = await client.post("/api/v1/agents", json=doc)
+    if got.status_code != 201:
+        raise SystemExit(f"agent not created: {got.status_code} {got.text[:2000]}")
+    agent_id: str = got.json()["id"]
+    return agent_id
+
+
+async def submit(client: httpx.AsyncClient, agent_id: str, count: int) -> int:
+    """POST ``count`` runs, IN_FLIGHT requests at once (a failed one is tried twice more);
+    the number that never got a 202."""
+    gate = asyncio.Semaphore(IN_FLIGHT)
+    errors = 0
+
+    async def one() -> None:
+        nonlocal errors
+        async with gate:
+            detail = ""
+            for _ in range(3):
+                try:
+                    got = await client.post(f"/api/v1/agents/{agent_id}/runs", json={"inputs": {}})
+                except httpx.TransportError as exc:
+                    detail = repr(exc)
+                    continue
+                if got.status_code == 202:
+                    return
+                detail = f"{got.status_code} {got.text[:300]}"
+            errors += 1
+            print(f"    a submit failed: {detail}", file=sys.stderr)
+
+    await asyncio.gather(*(one() for _ in range(count)))
+    return errors
+
+
+def memory_sample(cluster: Cluster, peak: dict[str, float]) -> int:
+    """Update ``peak`` (MB: each process, and its interpreters); the live interpreters."""
+    everything = processes()
+    interpreters = 0
+    for p in cluster.procs:
+        kids = descendants(p.popen.pid, everything)
+        interpreters += len(kids)
+        for key, mb in (
+            (p.role, rss_of(p.popen.pid) / 2**20),
+            (f"{p.role} sandbox", sum(rss_of(k) for k in kids) / 2**20),
+        ):
+            peak[key] = max(peak.get(key, 0.0), mb)
+    return interpreters
+
+
+async def batch(
+    cluster: Cluster,
+    scenario: str,
+    doc: dict[str, Any],
+    runs: int,
+    nodes: int,
+    wait_s: float,
+    budget: float,
+) -> Batch:
+    """Submit ``runs`` runs of ``doc`` and wait until they all finished (or the budget ran
+    out); time from the first submit to the last ``finished_at``."""
+    result = Batch(
+        scenario, cluster.workers, cluster.concurrency, cluster.pool_idle, runs, nodes, wait_s
+    )
+    limits = httpx.Limits(max_connections=IN_FLIGHT, max_keepalive_connections=IN_FLIGHT)
+    async with httpx.AsyncClient(
+        base_url=cluster.base, headers=cluster.headers(), limits=limits, timeout=120
+    ) as client:
+        agent_id = await create_agent(client, doc)
+        with psycopg.connect(schema_url(cluster.schema), autocommit=True) as db:
+            t0 = time.time()
+            before = CpuSnapshot.take(cluster.procs, cluster.watch)
+            commits = pg_commits(db)
+            submitting = asyncio.ensure_future(submit(client, agent_id, runs))
+            deadline, sampled = time.monotonic() + budget, 0.0
+            while time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+                if time.monotonic() - sampled > 0.5:
+                    sampled = time.monotonic()
+                    live = memory_sample(cluster, result.peak_rss_mb)
+                    result.peak_interpreters = max(result.peak_interpreters, live)
+                counts: dict[str, int] = dict(
+                    db.execute("SELECT status, count(*) FROM runs GROUP BY 1").fetchall()
+                )
+                result.peak_running = max(result.peak_running, counts.get("running", 0))
+                if not submitting.done():
+                    continue
+                if not result.submit_s:
+                    result.submit_s = time.time() - t0
+                    result.submit_errors = submitting.result()
+                if sum(counts.get(s, 0) for s in FINISHED) >= runs - result.submit_errors:
+                    result.complete = True
+                    break
+            after = CpuSnapshot.take(cluster.procs, cluster.watch)
+            at_end = time.time()
+            if not submitting.done():
+                submitting.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await submitting
+                result.submit_s = at_end - t0
+            await asyncio.sleep(1.0)  # PostgreSQL flushes its statistics about once a second
+            commits = pg_commits(db) - commits
+            rows = db.execute(
+                "SELECT created_at, started_at, finished_at FROM runs WHERE finished_at IS NOT NULL"
+            ).fetchall()
+            statuses = db.execute("SELECT status, count(*) FROM runs GROUP BY 1").fetchall()
+            (steps,) = db.execute("SELECT sum(step_count - 1) FROM runs").fetchone()  # type: ignore[misc]
+    result.statuses = dict(statuses)
+    result.finished = len(rows)
+    # the last run's end, or (cut by the budget) the end of the wait
+    last = max(f for _, _, f in rows) / 1000 if result.complete and rows else at_end
+    result.wall_s = last - t0
+    result.runs_per_s = result.finished / result.wall_s
+    if rows:
+        latencies = sorted((f - c) / 1000 for c, _, f in rows)
+        result.latency_p50_s = statistics.median(latencies)
+        result.latency_p99_s = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+        result.run_p50_s = statistics.median((f - (s or c)) / 1000 for c, s, f in rows)
+    result.steps_per_run = nodes + 1  # each node's and the end's (the start's is not counted)
+    result.steps_per_s = float(steps or 0) / result.wall_s
+    result.progress_runs_per_s = result.steps_per_s / result.steps_per_run
+    result.cpu_pct = before.until(after)
+    done = float(steps or 0) / result.steps_per_run  # runs' worth of steps (cut: not whole)
+    if done:
+        skip = ("client", "other", "machine", "model server")
+        dhub = sum(v for k, v in result.cpu_pct.items() if k not in skip)
+        span = after.at - before.at
+        result.dhub_cpu_ms_per_run = dhub / 100 * span / done * 1000
+        result.pg_commits_per_run = commits / done
+    result.log_problems = cluster.problems()[:30]
+    for p in cluster.procs:
+        if p.role.startswith("worker"):
+            text = p.log.read_text(errors="replace")
+            result.jobs_started += text.count("Starting job dhub.run")
+            result.jobs_deferred_by_workers += text.count("Deferred 1 job")
+    return result
+
+
+# -- scenarios -------------------------------------------------------------------------------
+
+
+def settings_env(args: argparse.Namespace, sandbox_concurrency: int = 0) -> dict[str, str]:
+    env = {"DHUB_RUN_LEASE_SECONDS": args.lease_seconds} if args.lease_seconds else {}
+    if sandbox_concurrency or args.sandbox_concurrency:
+        env["DHUB_SANDBOX_CONCURRENCY"] = str(sandbox_concurrency or args.sandbox_concurrency)
+    return env
+
+
+def wait_quiet(limit_pct: float, patience: float) -> float:
+    """Wait (up to ``patience`` s) until the machine is below ``limit_pct`` % busy over 2 s;
+    what it was last."""
+    deadline = time.monotonic() + patience
+    while True:
+        b0, t0 = machine_busy_s(), time.monotonic()
+        time.sleep(2.0)
+        busy = (machine_busy_s() - b0) / (time.monotonic() - t0) * 100
+        if busy < limit_pct or time.monotonic() > deadline:
+            return busy
+
+
+def show(b: Batch) -> None:
+    cpu = "  ".join(f"{k} {v:.0f}%" for k, v in b.cpu_pct.items() if v >= 0.5 or k == "other")
+    state = (
+        ""
+        if b.complete
+        else (
+            f"  CUT by the budget: {b.finished}/{b.runs} finished, steps saved as many as "
+            f"{b.progress_runs_per_s:.1f} runs/s"
+        )
+    )
+    print(
+        f"  {b.scenario:<24} {b.runs_per_s:7.1f} runs/s  wall {b.wall_s:6.1f} s  submit "
+        f"{b.submit_s:5.1f} s  latency p50 {b.latency_p50_s:6.2f} s p99 {b.latency_p99_s:6.2f} s"
+        f"{state}\n    CPU (% of one core): {cpu}",
+        flush=True,
+    )
+    if b.jobs_started:
+        print(
+            f"    jobs started {b.jobs_started} for {b.finished} runs ({b.jobs_deferred_by_workers}"
+            f" queued by the workers themselves); peak running {b.peak_running}; a run's own "
+            f"time p50 {b.run_p50_s:.2f} s",
+            flush=True,
+        )
+    failed = {k: v for k, v in b.statuses.items() if k != "succeeded"}
+    if failed or b.submit_errors:
+        print(f"    runs not succeeded: {failed}; submits refused: {b.submit_errors}", flush=True)
+    for line in b.log_problems[:5]:
+        print(f"    log: {line[:200]}", flush=True)
+
+
+def throughput(args: argparse.Namespace, work: Path, pool_idle: int, rnd: int) -> list[Batch]:
+    out = []
+    suffix = f", pool {pool_idle}" if pool_idle else ""
+    doc = chain(args.nodes, args.wait_ms / 1000)
+    # With a bigger pool, each worker executes as many runs at once as the pool keeps
+    # interpreters per function (more would start interpreters again; 100 would let the pool
+    # keep 1,000 of them, 12 GB). The embedded server has no such limit: left out.
+    concurrency = pool_idle or args.concurrency
+    for key, name, workers in (
+        ("embedded", "embedded", 0),
+        ("1", "1 worker", 1),
+        ("2", "2 workers", 2),
+    ):
+        if pool_idle:
+            key += "p"
+        if key not in args.only or (pool_idle and not workers):
+            continue
+        label = f"{name}{suffix}"
+        quiet = wait_quiet(args.quiet_pct, args.quiet_wait)
+        slug = label.replace(" ", "_").replace(",", "") + f"-round{rnd}"
+        env = settings_env(args)
+        with Cluster(work, slug, workers, concurrency, args.sandbox, pool_idle, env) as cluster:
+            budget = args.budget if workers else args.embedded_budget
+            b = asyncio.run(
+                batch(cluster, label, doc, args.runs, args.nodes, args.wait_ms / 1000, budget)
+            )
+        b.cpu_pct["machine_before"] = quiet
+        show(b)
+        out.append(b)
+    return out
+
+
+def waiting(args: argparse.Namespace, work: Path, kind: str) -> list[Batch]:
+    """One worker, N runs at once, each waiting ``--waiting-s`` in a code node's function
+    (``code``: a sandboxed interpreter per waiting call) or for the fake model (``model``)."""
+    out = []
+    for level in args.waiting:
+        if kind == "code" and level > args.code_waiting_max:
+            continue
+        quiet = wait_quiet(args.quiet_pct, args.quiet_wait)
+        with contextlib.ExitStack() as stack:
+            env = settings_env(args, args.waiting_sandbox_concurrency if kind == "code" else 0)
+            doc = chain(1, args.waiting_s)
+            if kind == "model":
+                model_env, model_pid = stack.enter_context(model_server(args.waiting_s))
+                env.update(model_env)
+                doc = model_call(args.waiting_s)
+            cluster = Cluster(
+                work, f"waiting_{kind}_{level}", 1, args.waiting_concurrency, args.sandbox,
+                extra_env=env,
+            )  # fmt: skip
+            if kind == "model":
+                cluster.watch["model server"] = model_pid
+            with cluster:
+                label = f"{level} waiting ({kind})"
+                b = asyncio.run(batch(cluster, label, doc, level, 1, args.waiting_s, args.budget))
+        b.ideal_runs_per_s = level / args.waiting_s
+        b.cpu_pct["machine_before"] = quiet
+        show(b)
+        out.append(b)
+    return out
+
+
+# -- report ----------------------------------------------------------------------------------
+
+
+def ratio_of(batches: list[Batch], pool_idle: int) -> float | None:
+    by = {b.workers: b.runs_per_s for b in batches if b.pool_idle == pool_idle and b.complete}
+    if by.get(1) and by.get(2):
+        return by[2] / by[1]
+    return None
+
+
+def medians(batches: list[Batch]) -> list[Batch]:
+    """Per scenario, the round with the median runs/s (the lower one of an even count), with
+    every round's runs/s in ``rounds``."""
+    by: dict[str, list[Batch]] = {}
+    for b in batches:
+        by.setdefault(b.scenario, []).append(b)
+    out = []
+    for group in by.values():
+        ordered = sorted(group, key=lambda b: b.runs_per_s)
+        typical = ordered[(len(ordered) - 1) // 2]
+        typical.rounds = [round(b.runs_per_s, 1) for b in group]
+        out.append(typical)
+    return out
+
+
+def table(throughputs: list[Batch], waits: list[Batch], rounds: int) -> str:
+    lines = [
+        f"{'scenario':<26}{'runs/s':>8}{'wall s':>8}{'p50 s':>7}{'API':>6}{'workers':>8}"
+        f"{'sandbox':>8}{'PG':>6}{'other':>7}{'ms/run':>8}{'tx/run':>8}",
+        "-" * 100,
+    ]
+    for b in throughputs + waits:
+        c = b.cpu_pct
+        api = c.get("api", c.get("embedded", 0.0))
+        own = sum(v for k, v in c.items() if k.startswith("worker") and "sandbox" not in k)
+        box = sum(v for k, v in c.items() if k.endswith("sandbox"))
+        mark = "" if b.complete else " *"
+        rate = b.runs_per_s if b.complete else b.progress_runs_per_s
+        lines.append(
+            f"{b.scenario + mark:<26}{rate:>8.1f}{b.wall_s:>8.1f}{b.latency_p50_s:>7.2f}"
+            f"{api:>5.0f}%{own:>7.0f}%{box:>7.0f}%{c['postgres']:>5.0f}%{c['other']:>6.0f}%"
+            f"{b.dhub_cpu_ms_per_run:>8.1f}{b.pg_commits_per_run:>8.1f}"
+        )
+    if rounds > 1:
+        lines.append(f"(a): the median of {rounds} rounds; every round's runs/s:")
+        lines += [f"  {b.scenario:<24}{b.rounds}" for b in throughputs]
+    lines.append(
+        "CPU in % of one core (2 cores = 200%); sandbox: the interpreters of code nodes; other: "
+        "the rest of the machine; ms/run: CPU of API + workers + sandbox + PostgreSQL per run; "
+        "tx/run: PostgreSQL commits per run."
+    )
+    if any(not b.complete for b in throughputs + waits):
+        lines.append(
+            "* cut by the budget: runs/s from the steps saved by then (steps / (nodes + 1)), "
+            "wall and p50 of the runs that finished"
+        )
+    return "\n".join(lines)
+
+
+def versions() -> dict[str, str]:
+    from importlib.metadata import version
+
+    out = {"python": platform.python_version()}
+    for dist in ("dhub", "procrastinate", "psycopg", "sqlalchemy", "uvicorn", "httpx"):
+        with contextlib.suppress(Exception):
+            out[dist] = version(dist)
+    return out
+
+
+def dhub_source() -> dict[str, Any]:
+    """The commit of the dhub being measured, and the files of src/ that differ from it."""
+
+    def git(*argv: str) -> str:
+        done = subprocess.run(
+            ["git", "--no-optional-locks", *argv], cwd=ROOT, capture_output=True, text=True
+        )
+        return done.stdout.strip() if done.returncode == 0 else "?"
+
+    changed = [line[3:] for line in git("status", "--porcelain", "src").splitlines()]
+    return {"commit": git("rev-parse", "--short", "HEAD"), "src_changes": changed}
+
+
+def cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000, help="runs per throughput scenario")
+    parser.add_argument("--nodes", type=int, default=10, help="code nodes per run")
+    parser.add_argument("--wait-ms", type=float, default=10.0, help="each function's sleep")
+    parser.add_argument(
+        "--concurrency", type=int, default=100, help="dhub worker --concurrency (its default)"
+    )
+    parser.add_argument("--sandbox", choices=("unsafe", "bubblewrap"), default="unsafe")
+    parser.add_argument(
+        "--pool-idle",
+        type=int,
+        default=20,
+        help="(a'): (a) again, the warm pool keeping up to N idle interpreters per function "
+        "and each worker executing N runs at once (0: skip it)",
+    )
+    parser.add_argument(
+        "--waiting",
+        type=lambda s: [int(x) for x in s.split(",") if x],
+        default=[250, 500, 1000, 2000],
+        help="runs queued at once for (b), comma-separated ('' skips it)",
+    )
+    parser.add_argument("--waiting-s", type=float, default=10.0, help="how long each waits")
+    parser.add_argument(
+        "--waiting-kinds",
+        type=lambda s: [x for x in s.split(",") if x],
+        default=["code", "model"],
+        help="what (b)'s runs wait on: a code node's function, the fake model, or both",
+    )
+    parser.add_argument("--waiting-concurrency", type=int, default=2000)
+    parser.add_argument(
+        "--waiting-sandbox-concurrency",
+        type=int,
+        default=2000,
+        help="DHUB_SANDBOX_CONCURRENCY of (b)'s code runs: how many calls may wait at once "
+        "(0: dhub's default, 32 per core, at least 64)",
+    )
+    parser.add_argument(
+        "--sandbox-concurrency",
+        type=int,
+        default=0,
+        help="DHUB_SANDBOX_CONCURRENCY of (a) (0: dhub's default)",
+    )
+    parser.add_argument(
+        "--code-waiting-max",
+        type=int,
+        default=1000,
+        help="skip (b)'s code levels above this (a waiting code call holds an interpreter, "
+        "about 12 MB)",
+    )
+    parser.add_argument("--budget", type=float, default=100.0, help="seconds per scenario, at most")
+    parser.add_argument(
+        "--embedded-budget", type=float, default=60.0, help="the same for the embedded server"
+    )
+    parser.add_argument(
+        "--only",
+        default="embedded,1,2,1p,2p",
+        help="throughput scenarios: embedded, 1, 2 (workers), 1p, 2p (with --pool-idle)",
+    )
+    parser.add_argument("--quiet-pct", type=float, default=30.0, help="see --quiet-wait")
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=30.0,
+        help="before each scenario, wait up to this long for the machine to be under "
+        "--quiet-pct %% busy (other people's work shares it)",
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        help="DHUB_RUN_LEASE_SECONDS for dhub (default: unset, 30 s); the workers' sweep of "
+        "lapsed runs runs that often",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="repeat (a); medians")
+    parser.add_argument(
+        "--quick", action="store_true", help="300 runs; 250 and 1,000 runs waiting 5 s"
+    )
+    parser.add_argument("--serve-model", type=float, help=argparse.SUPPRESS)  # the fake model
+    parser.add_argument("--keep", type=Path, help="copy the process logs here")
+    args = parser.parse_args()
+    if args.quick:
+        args.runs, args.waiting, args.waiting_s = 300, [250, 1000], 5.0
+        args.budget, args.embedded_budget = min(args.budget, 60.0), min(args.embedded_budget, 30.0)
+    args.only = [x.strip() for x in args.only.split(",")]
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    if args.serve_model is not None:
+        serve_model(args.serve_model)
+        return 0
+    started = time.monotonic()
+    load_before = os.getloadavg()
+    source = dhub_source()
+    changes = ", ".join(source["src_changes"])
+    print(
+        f"{args.runs} runs of {args.nodes} code nodes sleeping {args.wait_ms:g} ms; workers "
+        f"--concurrency {args.concurrency}; sandbox {args.sandbox}; {os.cpu_count()} cores; "
+        f"load average {load_before[0]:.2f}; dhub at {source['commit']}"
+        f"{' with changes in ' + changes if changes else ''}",
+        flush=True,
+    )
+    throughputs: list[Batch] = []
+    waits: list[Batch] = []
+    with tempfile.TemporaryDirectory(prefix="dhub-scale-") as tmp:
+        work = Path(tmp)
+        try:
+            for rnd in range(1, args.rounds + 1):
+                print(f"(a) throughput, stock dhub, round {rnd}", flush=True)
+                throughputs += throughput(args, work, 0, rnd)
+                if args.pool_idle and {"1p", "2p"} & set(args.only):
+                    print(
+                        f"(a') throughput, warm pool of {args.pool_idle}, round {rnd}", flush=True
+                    )
+                    throughputs += throughput(args, work, args.pool_idle, rnd)
+            for kind in args.waiting_kinds:
+                if args.waiting:
+                    print(f"(b) runs waiting {args.waiting_s:g} s ({kind}), one worker", flush=True)
+                    waits += waiting(args, work, kind)
+        finally:
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                for log in work.rglob("*.log"):
+                    shutil.copy(log, args.keep / f"{log.parent.name}-{log.name}")
+
+    print()
+    typical = medians(throughputs)
+    print(table(typical, waits, args.rounds))
+    ratios = {}
+    for idle in sorted({b.pool_idle for b in throughputs}):
+        ratio = ratio_of(typical, idle)
+        if ratio is not None:
+            ratios[f"pool_{idle}" if idle else "stock"] = ratio
+            verdict = "meets" if ratio >= GOAL_RATIO else "misses"
+            what = f"warm pool of {idle}" if idle else "stock dhub"
+            print(f"2 workers / 1 worker ({what}): {ratio:.2f}x: {verdict} the {GOAL_RATIO}x goal")
+    for b in waits:
+        print(
+            f"{b.runs} waiting: {b.runs_per_s:.1f} runs/s of an ideal {b.ideal_runs_per_s:.0f} "
+            f"({b.runs_per_s / b.ideal_runs_per_s:.0%}), latency p50 {b.latency_p50_s:.2f} s; "
+            f"peak {b.peak_running} running, {b.peak_interpreters} interpreters, worker RSS "
+            f"{b.peak_rss_mb.get('worker1', 0):.0f} MB, interpreters' RSS "
+            f"{b.peak_rss_mb.get('worker1 sandbox', 0):.0f} MB"
+        )
+
+    if dhub_source() != source:
+        print(f"WARNING: dhub's source changed during the run (was {source}, now "
+              f"{dhub_source()}): the scenarios did not all measure the same code")  # fmt: skip
+    RESULTS.mkdir(exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = RESULTS / f"scale-{stamp}.json"
+    report = {
+        "when": stamp,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "cpu_model": cpu_model(),
+            "platform": platform.platform(),
+            "loadavg_start": load_before,
+            "postgres": postgres_settings(),
+        },
+        "versions": versions(),
+        "dhub_source": {"at_start": source, "at_end": dhub_source()},
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "throughput": [asdict(b) for b in throughputs],
+        "throughput_medians": [b.scenario for b in typical],
+        "ratio_2_over_1": ratios,
+        "waiting": [asdict(b) for b in waits],
+        "total_s": time.monotonic() - started,
+    }
+    out.write_text(json.dumps(report, indent=2))
+    print(f"results: {out.relative_to(ROOT)} (total {time.monotonic() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
