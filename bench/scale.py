@@ -20,9 +20,9 @@ the end), with ``DHUB_ADMIN_TOKEN`` set to a random token and a temporary ``DHUB
     PostgreSQL, this client and the rest of the machine is read from /proc over the same
     interval, and PostgreSQL's commit count from pg_stat_database.
 (a') the same for 1 and 2 workers with dhub's warm pool keeping up to ``--pool-idle`` (20)
-    idle interpreters per function instead of 2, and each worker executing that many runs at
-    once (``--concurrency 20``): a patched start-up in the bench (``POOL_PATCH``), not a
-    setting of dhub, to show what the pool's size costs.
+    idle interpreters per function instead of 2 (``DHUB_SANDBOX_WARM_PER_FUNCTION=20``,
+    ``DHUB_SANDBOX_WARM_TOTAL=1280``), and each worker executing that many runs at once
+    (``--concurrency 20``): what the pool's size costs.
 (b) **waiting runs**: one worker with ``--concurrency 2000``; N runs (250, 500, 1,000, 2,000)
     submitted at once of a one-node workflow that waits 10 s, either in a code node's function
     (a sandboxed interpreter per waiting call) or for a model (an ``llm`` node; the model is
@@ -80,20 +80,6 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 FINISHED = ("succeeded", "failed", "cancelled")
 IN_FLIGHT = 64  # POSTs at once
 MODEL = "gpt-4o-mini"
-# ``dhub`` whose warm pool keeps up to N idle interpreters per function (stock: 2), 64 * N in
-# all (stock: 64): ``python -c POOL_PATCH N serve ...``. Only for --pool-idle.
-POOL_PATCH = """
-import dataclasses, sys
-from dhub.sandbox import runner
-idle = int(sys.argv.pop(1))
-stock = runner.SandboxSettings.from_env.__func__
-runner.SandboxSettings.from_env = classmethod(
-    lambda cls, d: dataclasses.replace(stock(cls, d), idle_per_key=idle, idle_total=64 * idle)
-)
-sys.argv[0] = "dhub"
-from dhub.cli.main import main
-main()
-"""
 
 
 # -- the workflow ----------------------------------------------------------------------------
@@ -369,6 +355,9 @@ class Cluster:
             DHUB_ADMIN_TOKEN=self.token,
             DHUB_SANDBOX=self.sandbox,
         )
+        if self.pool_idle:  # idle interpreters kept per function (dhub's default: 2), in all
+            env["DHUB_SANDBOX_WARM_PER_FUNCTION"] = str(self.pool_idle)
+            env["DHUB_SANDBOX_WARM_TOTAL"] = str(64 * self.pool_idle)
         env.update(self.extra_env)
         if self.workers:
             env["DHUB_EXECUTION"] = "distributed"
@@ -380,8 +369,6 @@ class Cluster:
             self.schema = self.stack.enter_context(fresh_schema())
             (self.work / self.name).mkdir(parents=True)
             dhub = [str(VENV_BIN / "dhub")]
-            if self.pool_idle:
-                dhub = [sys.executable, "-c", POOL_PATCH, str(self.pool_idle)]
             argv = [*dhub, "serve", "--host", "127.0.0.1", "--port", str(self.port)]
             if self.workers:
                 argv.append("--no-worker")
