@@ -29,14 +29,15 @@ the end), with ``DHUB_ADMIN_TOKEN`` set to a random token and a temporary ``DHUB
     tests/support/wire's fake OpenAI server in its own process, answering after 10 s): runs/s
     against the ideal N / 10 s, how many runs were executing at once, the worker's memory.
     The code runs get ``DHUB_SANDBOX_CONCURRENCY=2000`` (``--waiting-sandbox-concurrency``):
-    with dhub's default (32 per core, at least 64) a worker runs no more calls at once.
+    with dhub's default (32 per core, at least 64) a worker runs no more calls at once. Code
+    levels above ``--code-waiting-max`` (1,000) are skipped: a waiting call holds ~12 MB.
 
 Code nodes run through dhub's real sandbox, with ``DHUB_SANDBOX=unsafe`` by default: the warm
 pool and its interpreters without bubblewrap's namespaces (``--sandbox bubblewrap`` for those;
 then the interpreters' CPU is partly counted as "other"). bench/README.md says why.
 
     .venv/bin/python bench/scale.py              # about 9 minutes; needs PostgreSQL
-    .venv/bin/python bench/scale.py --quick      # about 4 minutes: 300 runs, 250/1,000 waiting 5 s
+    .venv/bin/python bench/scale.py --quick      # about 5 minutes: 300 runs, 250/1,000 waiting 5 s
     .venv/bin/python bench/scale.py --rounds 3 --only 1,2,1p,2p --waiting ''
 
 Writes bench/results/scale-<UTC time>.json (every scenario, the machine, the versions).
@@ -583,7 +584,10 @@ async def batch(
                 "SELECT created_at, started_at, finished_at FROM runs WHERE finished_at IS NOT NULL"
             ).fetchall()
             statuses = db.execute("SELECT status, count(*) FROM runs GROUP BY 1").fetchall()
-            (steps,) = db.execute("SELECT sum(step_count - 1) FROM runs").fetchone()  # type: ignore[misc]
+            steps, per_run = db.execute(  # type: ignore[misc]
+                "SELECT sum(step_count - 1), avg(step_count - 1) FILTER (WHERE finished_at IS"
+                " NOT NULL) FROM runs"
+            ).fetchone()
     result.statuses = dict(statuses)
     result.finished = len(rows)
     # the last run's end, or (cut by the budget) the end of the wait
@@ -595,11 +599,13 @@ async def batch(
         result.latency_p50_s = statistics.median(latencies)
         result.latency_p99_s = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
         result.run_p50_s = statistics.median((f - (s or c)) / 1000 for c, s, f in rows)
-    result.steps_per_run = nodes + 1  # each node's and the end's (the start's is not counted)
+    # a finished run's steps (none finished: a chain's, each node's and the end's)
+    result.steps_per_run = float(per_run or nodes + 1)
     result.steps_per_s = float(steps or 0) / result.wall_s
     result.progress_runs_per_s = result.steps_per_s / result.steps_per_run
     result.cpu_pct = before.until(after)
-    done = float(steps or 0) / result.steps_per_run  # runs' worth of steps (cut: not whole)
+    # runs done: the finished ones, or (cut by the budget) the runs' worth of steps saved
+    done = result.finished if result.complete else float(steps or 0) / result.steps_per_run
     if done:
         skip = ("client", "other", "machine", "model server")
         dhub = sum(v for k, v in result.cpu_pct.items() if k not in skip)
@@ -783,7 +789,7 @@ def table(throughputs: list[Batch], waits: list[Batch], rounds: int) -> str:
     )
     if any(not b.complete for b in throughputs + waits):
         lines.append(
-            "* cut by the budget: runs/s from the steps saved by then (steps / (nodes + 1)), "
+            "* cut by the budget: runs/s from the steps saved by then / a finished run's steps, "
             "wall and p50 of the runs that finished"
         )
     return "\n".join(lines)
@@ -809,7 +815,11 @@ def dhub_source() -> dict[str, Any]:
         return done.stdout.strip() if done.returncode == 0 else "?"
 
     changed = [line[3:] for line in git("status", "--porcelain", "src").splitlines()]
-    return {"commit": git("rev-parse", "--short", "HEAD"), "src_changes": changed}
+    return {
+        "commit": git("rev-parse", "--short", "HEAD"),
+        "src_tree": git("rev-parse", "--short", "HEAD:src"),  # what the processes import
+        "src_changes": changed,
+    }
 
 
 def cpu_model() -> str:
@@ -917,7 +927,7 @@ def main() -> int:
     print(
         f"{args.runs} runs of {args.nodes} code nodes sleeping {args.wait_ms:g} ms; workers "
         f"--concurrency {args.concurrency}; sandbox {args.sandbox}; {os.cpu_count()} cores; "
-        f"load average {load_before[0]:.2f}; dhub at {source['commit']}"
+        f"load average {load_before[0]:.2f}; dhub at {source['commit']} (src {source['src_tree']})"
         f"{' with changes in ' + changes if changes else ''}",
         flush=True,
     )
@@ -964,9 +974,10 @@ def main() -> int:
             f"{b.peak_rss_mb.get('worker1 sandbox', 0):.0f} MB"
         )
 
-    if dhub_source() != source:
-        print(f"WARNING: dhub's source changed during the run (was {source}, now "
-              f"{dhub_source()}): the scenarios did not all measure the same code")  # fmt: skip
+    now = dhub_source()
+    if (now["src_tree"], now["src_changes"]) != (source["src_tree"], source["src_changes"]):
+        print(f"WARNING: dhub's source changed during the run (was {source}, now {now}): "
+              "the scenarios did not all measure the same code")  # fmt: skip
     RESULTS.mkdir(exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = RESULTS / f"scale-{stamp}.json"
@@ -980,7 +991,7 @@ def main() -> int:
             "postgres": postgres_settings(),
         },
         "versions": versions(),
-        "dhub_source": {"at_start": source, "at_end": dhub_source()},
+        "dhub_source": {"at_start": source, "at_end": now},
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
         "throughput": [asdict(b) for b in throughputs],
         "throughput_medians": [b.scenario for b in typical],
