@@ -92,10 +92,9 @@ class QueueWorker:
         await running
 
     def _on_letter(self, run_id: str | None) -> None:
-        ids = self.executor.live_ids() if run_id is None else [run_id]
-        for live_id in ids:
-            if live_id in self.executor.live_ids():
-                self._spawn(self._deliver(live_id))
+        live = self.executor.live_ids()
+        for live_id in live if run_id is None else [r for r in [run_id] if r in live]:
+            self._spawn(self._deliver(live_id))
 
     async def _deliver(self, run_id: str) -> None:
         async with self.db.read() as conn:
