@@ -113,7 +113,7 @@ async def start_runs(
 
 
 def executor(db: Database, graph: CompiledGraph, seconds: float) -> RunExecutor:
-    async def graphs(agent_id: str, version: int) -> CompiledGraph:
+    async def graphs(agent_id: str, version: int, user_id: str) -> CompiledGraph:
         return graph
 
     port = Wait(seconds)

@@ -65,7 +65,7 @@ async def functions() -> AsyncIterator[Counting]:
     await port.close()
 
 
-async def graphs(agent_id: str, version: int) -> CompiledGraph:
+async def graphs(agent_id: str, version: int, user_id: str) -> CompiledGraph:
     return compile_document(TRIAGE)
 
 
@@ -245,7 +245,7 @@ ASK = {
 
 
 async def test_a_parked_run_is_woken_by_its_timer(db: Database, functions: Counting) -> None:
-    async def ask_graph(agent_id: str, version: int) -> CompiledGraph:
+    async def ask_graph(agent_id: str, version: int, user_id: str) -> CompiledGraph:
         return compile_document(ASK)
 
     runs = RunExecutor(

@@ -10,6 +10,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from dhub.domain.resources import unreachable
 from dhub.settings import Settings
 from tests.integration.test_react_runs_api import API, DONE, LOOKUP, REFUND, approve, log, server
 from tests.integration.test_resources_api import create, prompt_doc
@@ -122,7 +123,7 @@ def test_a_deleted_reference_refuses_new_runs_and_fails_waiting_ones(settings: S
     assert refused.status_code == 422, refused.text
     [error] = refused.json()["errors"]
     assert error["loc"] == "/agent/actors/0" and error["code"] == "unknown_reference"
-    assert actor in error["message"] and "no longer exists" in error["message"]
+    assert error["message"] == unreachable("actor", actor)
     assert failed["status"] == "failed" and failed["error"]["kind"] == "invalid_agent"
     assert actor in failed["error"]["message"]
     assert ran == []  # the refund never ran
@@ -186,4 +187,4 @@ def test_a_workflow_node_whose_actor_was_deleted(settings: Settings) -> None:
     assert refused.status_code == 422
     assert [e["loc"] for e in refused.json()["errors"]] == ["/nodes/2/config/actor/id"]
     assert failed["error"]["kind"] == "invalid_agent", failed["error"]
-    assert actor in failed["error"]["message"] and "no longer exists" in failed["error"]["message"]
+    assert failed["error"]["message"].startswith(unreachable("actor", actor))

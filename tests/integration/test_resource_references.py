@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from dhub.access.principal import Principal
 from dhub.domain.agent import AgentSpec
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig
-from dhub.domain.resources import BUILT_IN_TOOLS
+from dhub.domain.resources import BUILT_IN_TOOLS, unreachable
 from dhub.services.agents import AgentService
 from dhub.services.resources import ResourceService, UnresolvableAgent, resolve_agent
 from dhub.store.db import Database
@@ -178,7 +178,7 @@ def test_a_reference_the_caller_cannot_read_is_unknown(client: TestClient) -> No
     shared = create(client, "tool", tool_doc())
     ok(
         client.post(
-            f"{API}/tools/{shared['id']}/grants", json={"principal_id": alice, "scope": "viewer"}
+            f"{API}/tools/{shared['id']}/grants", json={"principal_id": alice, "scope": "runner"}
         ),
         201,
     )
@@ -196,16 +196,18 @@ def test_a_reference_the_caller_cannot_read_is_unknown(client: TestClient) -> No
     assert unreadable.json()["errors"][0]["message"] == unknown.json()["errors"][0][
         "message"
     ].replace("prompt.01nosuchprompt", hidden["id"])
-    # The admin can read it, and makes an agent that alice may edit: alice keeps the
-    # references she cannot read, but cannot add one.
+    # The admin can read it, and makes an agent that alice may edit: nothing stored is
+    # trusted for being there, so alice cannot save a version naming what she cannot read.
     agent = ok(post_agent(client, refs(hidden["id"])), 201)
     url = f"{API}/agents/{agent['id']}"
     ok(client.post(f"{url}/grants", json={"principal_id": alice, "scope": "editor"}), 201)
-    assert ok(w.call(alice, "PATCH", url, {"description": "by alice"}))["version"] == 2
+    response = w.call(alice, "PATCH", url, {"description": "by alice"})
+    assert errors_of(response) == [("/agent/prompts/0/prompt_id", "unknown_reference")]
     other = create(client, "prompt", prompt_doc("other", variables=[], template="y"))
-    prompts = [{"prompt_id": hidden["id"]}, {"prompt_id": other["id"]}]
-    response = w.call(alice, "PATCH", url, {"agent": {"prompts": prompts}})
-    assert errors_of(response) == [("/agent/prompts/1/prompt_id", "unknown_reference")]
+    ok(client.post(f"{API}/prompts/{other['id']}/grants",
+                   json={"principal_id": alice, "scope": "viewer"}), 201)  # fmt: skip
+    response = w.call(alice, "PATCH", url, {"agent": {"prompts": [{"prompt_id": other["id"]}]}})
+    assert ok(response)["version"] == 2  # once she names only what she can read
     # bob has no grant on the tool.
     response = w.call(bob, "POST", f"{API}/agents/validate", agent_doc(tools=[shared["id"]]))
     assert [e["loc"] for e in ok(response)["errors"]] == ["/agent/tools/0"]
@@ -218,7 +220,7 @@ def test_a_deleted_reference_fails_the_next_update(client: TestClient) -> None:
     url = f"{API}/agents/{agent['id']}"
     response = client.patch(url, json={"description": "new"})
     assert errors_of(response) == [("/agent/tools/0", "unknown_reference")]
-    assert "no longer exists" in response.json()["errors"][0]["message"]
+    assert response.json()["errors"][0]["message"].startswith(f"No tool '{tool['id']}' that")
     ok(client.patch(url, json={"owners": ["user.admin", "public.all"]}))  # owners alone: fine
     fixed = ok(client.patch(url, json={"agent": {"tools": None}}))
     assert fixed["agent"]["tools"] == [] and fixed["version"] == 2
@@ -283,7 +285,7 @@ async def test_resolve_agent_renders_prompts_and_resolves_references(db: Databas
     created = await agents.create(ADMIN, doc)  # its references were checked
     spec = AgentSpec.model_validate_json(created.record.document)
 
-    resolved = await resolve_agent(db, spec)
+    resolved = await resolve_agent(db, spec, ADMIN)
     assert resolved.system_prompt == (
         'Answer in English; limit {"words":50}. Literal: {{lang}}\n\n'
         "You are warm. Greet with Hi.\n\n"
@@ -310,12 +312,12 @@ async def test_resolve_agent_renders_prompts_and_resolves_references(db: Databas
     assert resolved.roles[1].instructions == "You are terse. Greet with Hello.\n\nBe brief."
     assert resolved.roles[1].tools == [stored_tool] == resolved.roles[2].tools
     async with db.read() as conn:  # a connection works as well as the database
-        assert await resolve_agent(conn, spec) == resolved
+        assert await resolve_agent(conn, spec, ADMIN) == resolved
 
     # Without prompts: just the instructions. The latest version of a reference is used.
     await resources.patch(ADMIN, "tool", tool, {"description": "v2"})
     plain = AgentSpec.model_validate(agent_doc(tools=[tool]))
-    again = await resolve_agent(db, plain)
+    again = await resolve_agent(db, plain, ADMIN)
     assert again.system_prompt == "Be brief." and again.roles == []
     assert [t.description for t in again.tools if isinstance(t, AgentToolConfig)] == ["v2"]
 
@@ -323,7 +325,7 @@ async def test_resolve_agent_renders_prompts_and_resolves_references(db: Databas
     await resources.delete(ADMIN, "tool", tool)
     await resources.delete(ADMIN, "prompt", persona)
     with pytest.raises(UnresolvableAgent) as caught:
-        await resolve_agent(db, spec)
+        await resolve_agent(db, spec, ADMIN)
     locs = [(e.loc, e.code) for e in caught.value.errors]
     assert locs == [
         ("/agent/prompts/1/prompt_id", "unknown_reference"),
@@ -333,4 +335,5 @@ async def test_resolve_agent_renders_prompts_and_resolves_references(db: Databas
         ("/agent/roles/1", "unknown_reference"),
         ("/agent/roles/2/tools/0", "unknown_reference"),
     ]
-    assert caught.value.status_code == 422 and "no longer exists" in caught.value.errors[0].message
+    assert caught.value.status_code == 422
+    assert caught.value.errors[0].message == unreachable("prompt", persona)

@@ -13,7 +13,7 @@ from dhub.access.principal import PUBLIC, Principal
 from dhub.domain.errors import Unauthenticated
 from dhub.domain.ids import now_ms
 from dhub.store.db import Conn, Database
-from dhub.store.principals import groups_of, held_markings
+from dhub.store.principals import get_user, groups_of, held_markings
 from dhub.store.users import find_token
 
 PREFIX = "dhub_"
@@ -46,6 +46,16 @@ async def resolve(conn: Conn, user_id: str, is_admin: bool) -> Principal:
     member_of = await groups_of(conn, [user_id, PUBLIC])
     held = await held_markings(conn, [user_id, PUBLIC, *member_of])
     return Principal(user_id, is_admin, frozenset(member_of), frozenset(held))
+
+
+async def principal_of(conn: Conn, user_id: str) -> Principal:
+    """The principal ``user_id`` is now, for acting on their behalf without a request (a run
+    resolving its references at start or resume). A user who no longer exists is nobody:
+    no groups, no markings, no admin role."""
+    user = await get_user(conn, user_id)
+    if user is None:
+        return Principal(user_id)
+    return await resolve(conn, user_id, user.is_admin)
 
 
 @dataclass(frozen=True, slots=True)

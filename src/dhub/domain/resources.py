@@ -39,6 +39,28 @@ PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+# What a reference needs of what it names (DESIGN.md 2.1): a prompt is read into the agent's
+# system prompt; tools, actors, roles and agents as roles run on the caller's behalf.
+REFERENCE_USE: dict[str, str] = {
+    "prompt": "read",
+    "tool": "run",
+    "actor": "run",
+    "role": "run",
+    "agent": "run",
+}
+
+
+def unreachable(kind: str, ref_id: str) -> str:
+    """The one message for a reference the acting user cannot use: the same, word for word,
+    whether the id names nothing, something unshared, something marked or something the user
+    may only read, so it reveals nothing of what (if anything) is there."""
+    return (
+        f"No {kind} '{ref_id}' that you can {REFERENCE_USE.get(kind, 'read')}: check the id "
+        f"(GET /api/v1/{kind}s lists the ones you can read), or ask its owner to share it "
+        "with you."
+    )
+
+
 def placeholders(template: str) -> list[str]:
     """The text between each ``{{`` and ``}}`` of ``template``, stripped, in order."""
     return [m.group(1).strip() for m in PLACEHOLDER.finditer(template)]

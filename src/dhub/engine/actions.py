@@ -27,6 +27,7 @@ from dhub.domain.nodes import (
     VariableWorkflowNode,
     WorkflowNode,
 )
+from dhub.domain.resources import unreachable
 from dhub.engine.expressions import ExpressionError, Expressions, Where
 from dhub.engine.values import InputError, check_output, coerce_inputs, operate
 from dhub.sandbox.spec import SpecError, derive_parameters, entry_point, parameters_from_inputs
@@ -151,14 +152,13 @@ def function_request(
     item = node.config.tool if isinstance(node, ToolCallWorkflowNode) else node.config.actor
     function = getattr(item, "function", None)
     if function is None:
-        # Stored tools and actors are resolved before the graph compiles (services/runs.py
-        # Graphs); one still named here no longer exists.
+        # Stored tools and actors are resolved for the run's user before the graph compiles
+        # (services/runs.py Graphs); one still named here is one that user cannot run (the
+        # message is the reference check's own, whatever the reason) or, under `dhub run
+        # FILE`, one that is never resolved.
         what = "tool" if isinstance(node, ToolCallWorkflowNode) else "actor"
         raise NodeFailure(
-            f"The {what} {_named(item)} is not available: the server resolves stored {what}s "
-            "when a run starts, and this one no longer exists (deleted after the agent was "
-            f"saved: edit the node to call another {what}); `dhub run FILE` calls inline "
-            f"{what}s only.",
+            f"{unreachable(what, _named(item))} (`dhub run FILE` calls inline {what}s only.)",
             "invalid_agent",
         )
     return FunctionRequest(
@@ -180,7 +180,7 @@ def _named(item: Any) -> str:
     ref = item if isinstance(item, str) else getattr(item, "id", None)
     if ref is None and isinstance(item, dict):
         ref = item.get("id")
-    return f"'{ref}'" if ref else "it names"
+    return str(ref) if ref else "?"
 
 
 def function_parameters(

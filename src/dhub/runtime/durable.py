@@ -47,7 +47,8 @@ from dhub.store.db import Database
 
 log = logging.getLogger(__name__)
 
-GraphLoader = Callable[[str, int], Awaitable[CompiledGraph]]  # agent id, version -> graph
+# agent id, version, the run's user (whom references resolve for) -> graph
+GraphLoader = Callable[[str, int, str], Awaitable[CompiledGraph]]
 FunctionsFor = Callable[[str], FunctionPort]  # owner (agent version) -> its function port
 Work = Callable[[Live], Awaitable[RunResult | None]]  # what a run's task does
 
@@ -227,7 +228,7 @@ class RunExecutor:
     ) -> RunResult | None:
         if run.lease_owner != self.owner and not await self._claim(run.id):
             return None
-        graph = await self._graphs(run.agent_id, run.agent_version)
+        graph = await self._graphs(run.agent_id, run.agent_version, run.user_id)
         return await self._first_steps(live, run, graph, context, conversation)
 
     async def _first_steps(
@@ -257,7 +258,7 @@ class RunExecutor:
             rows = await store.pending_commands(conn, run_id)
         if run is None:
             return None
-        graph = await self._graphs(run.agent_id, run.agent_version)
+        graph = await self._graphs(run.agent_id, run.agent_version, run.user_id)
         commands = [journal.command_from(r.kind, r.payload) for r in rows]
         return _Loaded(run, graph, saved, commands)
 

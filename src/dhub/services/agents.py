@@ -178,7 +178,7 @@ class AgentService:
             if errors or doc_errors or spec is None:
                 raise InvalidInput([*doc_errors, *errors])
             if dump_spec(spec) != found.record.document:  # a new version: check its references
-                references = await check_agent_references(conn, principal, spec, current)
+                references = await check_agent_references(conn, principal, spec)
                 if references:
                     raise InvalidInput(references)
             if owners is not None:

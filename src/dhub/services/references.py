@@ -1,10 +1,14 @@
 """References from agents (and roles) to stored prompts, tools, actors, roles and agents.
 
-- ``check_agent_references``: create-time checks (DESIGN.md 3.3): every referenced id names a
-  resource the caller can read, every required variable of a prompt is bound, every plain
-  string tool is a built-in. Errors point into the agent document.
-- ``resolve_agent`` (services/resolution.py, using the forms' rules from here): what the
-  react runtime runs.
+- ``Reach``: the one reference check (DESIGN.md 2.1), used at every save and every
+  resolution: a referenced id counts only if the acting principal may use what it names
+  (read for prompts, run for the rest, every marking held); anything else gets the one
+  ``unreachable`` message, word for word whatever the reason.
+- ``check_agent_references``: save-time checks: every reference usable, every required
+  variable of a prompt bound, every plain string tool a built-in. Errors point into the
+  agent document.
+- ``resolve_agent`` (services/resolution.py, using the forms' rules and ``Reach`` from
+  here): what the runtime runs, resolved for the run's user.
 
 Both are re-exported by services/resources.py, the resources' public module.
 """
@@ -31,10 +35,12 @@ from dhub.domain.nodes import ActorCallWorkflowNode, ToolCallWorkflowNode
 from dhub.domain.pointers import from_validation_error, join
 from dhub.domain.resources import (
     BUILT_IN_TOOLS,
+    REFERENCE_USE,
     ActorOverrides,
     InlineRoleConfig,
     PromptSpec,
     ToolOverrides,
+    unreachable,
 )
 from dhub.store import agents as agent_repo
 from dhub.store import resources as repo
@@ -218,72 +224,73 @@ def _agent_refs(spec: AgentSpec, errors: list[FieldError]) -> Iterator[_Ref]:
     yield from _inline_roles(config.roles, errors)
 
 
-def _ids_in(document: Any) -> set[str]:
-    """Every string in a stored document that looks like a resource id."""
-    found: set[str] = set()
-    stack = [document]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str):
-            if kind_of(value):
-                found.add(value)
-        elif isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
-    return found
+# -- the one reference check --------------------------------------------------------------------
+
+Row = repo.ResourceRow | agent_repo.AgentRow
 
 
-# -- create-time checks -------------------------------------------------------------------------
+class Reach:
+    """The one reference check (DESIGN.md 2.1), for saves and for resolutions alike: which of
+    the ids a document names ``principal`` may use. Prompts need read; tools, actors, roles
+    and agents as roles need run; and every marking on the resource must be held. Nothing is
+    trusted for being stored already: access can be lost between saves. Rows are read once
+    per id (``load`` batches them; ``use`` reads one that was not loaded)."""
+
+    def __init__(self, conn: Conn, principal: Principal) -> None:
+        self.conn = conn
+        self.principal = principal
+        self._principals = sorted(principal.principal_ids)
+        self._rows: dict[str, Row | None] = {}
+
+    async def load(self, ids: Collection[str]) -> None:
+        wanted = {i for i in ids if i not in self._rows and STORED_ID.fullmatch(i)}
+        agent_ids = [i for i in wanted if kind_of(i) == "agent"]
+        found: dict[str, Row] = {}
+        found.update(await repo.get_resources(self.conn, wanted - set(agent_ids), self._principals))
+        found.update(await agent_repo.get_agents(self.conn, agent_ids, self._principals))
+        for ref_id in wanted:
+            self._rows[ref_id] = found.get(ref_id)
+
+    async def use(self, ref_id: str, kind: str) -> Row | None:
+        """The row ``ref_id`` names when it is a ``kind`` the principal may use, else None
+        (whatever the reason: callers answer ``unreachable`` alike for all of them)."""
+        if kind_of(ref_id) != kind:
+            return None
+        if ref_id not in self._rows:
+            await self.load([ref_id])
+        row = self._rows.get(ref_id)
+        if row is None or (isinstance(row, repo.ResourceRow) and row.record.category != kind):
+            return None
+        owners = [o["id"] for o in row.owners]
+        markings = orjson.loads(row.record.markings)
+        seen = policy.access(self.principal, owners, row.grant, markings)
+        return row if seen is not None and seen.allows(_ACTION[kind]) else None
 
 
-def _unknown(ref: _Ref, kept: bool) -> FieldError:
-    kind = kind_of(ref.id) or ref.allowed[0]
-    if kept:  # it was there before: it was deleted since
-        message = (
-            f"The {kind} '{ref.id}' no longer exists: remove the reference, or name another {kind}."
-        )
-    else:
-        message = (
-            f"No {kind} '{ref.id}' that you can read: check the id (GET /api/v1/{kind}s lists "
-            f"the ones you can read), or ask its owner to share it with you."
-        )
-    return FieldError(join(*ref.at), message, "unknown_reference")
+_ACTION: dict[str, policy.Action] = {
+    kind: "read" if use == "read" else "run" for kind, use in REFERENCE_USE.items()
+}
 
 
 async def check_references(
-    conn: Conn,
-    principal: Principal,
-    refs: Sequence[_Ref],
-    trusted: Collection[str] = (),
-) -> tuple[dict[str, repo.ResourceRow], dict[str, agent_repo.AgentRow], list[FieldError]]:
-    """Look every reference up: (the resources found, the agents found, an error for each that
-    is missing or, unless ``trusted`` (already referenced by the stored document, so checked
-    when it was added), not readable by the caller)."""
-    principals = sorted(principal.principal_ids)
-    valid = [r for r in refs if STORED_ID.fullmatch(r.id)]
-    found = await repo.get_resources(
-        conn, [r.id for r in valid if kind_of(r.id) != "agent"], principals
-    )
-    agents = await agent_repo.get_agents(
-        conn, [r.id for r in valid if kind_of(r.id) == "agent"], principals
-    )
+    reach: Reach, refs: Sequence[_Ref]
+) -> tuple[dict[str, Row], list[FieldError]]:
+    """The rows the references name that the principal may use, by id, and the error (the
+    one ``unreachable`` message) for each other one."""
+    await reach.load([r.id for r in refs])
+    usable: dict[str, Row] = {}
     errors = []
     for ref in refs:
-        row: repo.ResourceRow | agent_repo.AgentRow | None
-        row = agents.get(ref.id) if kind_of(ref.id) == "agent" else found.get(ref.id)
-        if isinstance(row, repo.ResourceRow) and row.record.category != kind_of(ref.id):
-            row = None
-        kept = ref.id in trusted
-        if row is None or not (kept or _readable(principal, row)):
-            errors.append(_unknown(ref, kept))
-    return found, agents, errors
+        kind = kind_of(ref.id) or ref.allowed[0]
+        row = await reach.use(ref.id, kind)
+        if row is None:
+            errors.append(FieldError(join(*ref.at), unreachable(kind, ref.id), UNREACHABLE))
+        else:
+            usable[ref.id] = row
+    return usable, errors
 
 
-def _readable(principal: Principal, row: repo.ResourceRow | agent_repo.AgentRow) -> bool:
-    owners = [o["id"] for o in row.owners]
-    markings = orjson.loads(row.record.markings)
-    return policy.access(principal, owners, row.grant, markings) is not None
+UNREACHABLE = "unknown_reference"
 
 
 def binding_errors(at: Loc, prompt_id: str, prompt: PromptSpec, bound: Any) -> list[FieldError]:
@@ -315,35 +322,28 @@ def binding_errors(at: Loc, prompt_id: str, prompt: PromptSpec, bound: Any) -> l
 
 
 async def check_agent_references(
-    conn: Conn, principal: Principal, spec: AgentSpec, before: Any = None
+    conn: Conn, principal: Principal, spec: AgentSpec
 ) -> list[FieldError]:
     """Every problem with the references of a valid agent document, for ``principal`` who
-    writes it: unknown or unreadable prompt, tool, actor, role and agent ids, ids of the wrong
-    kind, unknown built-in tools, prompt variables missing or unknown, roles naming a workflow
-    agent. ``before``: the stored document an update replaces; references it already held
-    need only exist (an editor keeps what an owner referenced)."""
+    saves it: ids it cannot use (the one message, whatever the reason), ids of the wrong kind,
+    unknown built-in tools, and for what it may use: prompt variables missing or unknown,
+    roles naming a workflow agent. References count only where the schema puts them."""
     errors: list[FieldError] = []
     refs = list(_agent_refs(spec, errors))
-    found, agents, missing = await check_references(
-        conn, principal, refs, _ids_in(before) if before is not None else ()
-    )
+    usable, missing = await check_references(Reach(conn, principal), refs)
     errors += missing
-    unseen = {e.loc for e in missing}  # nothing more is said about what the caller cannot read
     config = spec.agent
     if config is not None:
         for i, prompt_ref in enumerate(config.prompts):
-            row = found.get(prompt_ref.prompt_id)
-            if join("agent", "prompts", i, "prompt_id") in unseen:
-                continue
-            if row is not None and row.record.category == "prompt":
+            row = usable.get(prompt_ref.prompt_id)
+            if isinstance(row, repo.ResourceRow):
                 prompt = PromptSpec.model_validate_json(row.record.document)
                 at = ("agent", "prompts", i)
                 errors += binding_errors(at, prompt_ref.prompt_id, prompt, prompt_ref.variables)
     for ref in refs:
-        agent = agents.get(ref.id)
+        agent = usable.get(ref.id)
         if (
-            agent is not None
-            and join(*ref.at) not in unseen
+            isinstance(agent, agent_repo.AgentRow)
             and orjson.loads(agent.record.document).get("mode") != "react"
         ):
             errors.append(
@@ -358,11 +358,10 @@ async def check_agent_references(
 
 
 async def check_tool_items(
-    conn: Conn, principal: Principal, items: Sequence[Any], at: Loc, before: Any = None
+    conn: Conn, principal: Principal, items: Sequence[Any], at: Loc
 ) -> list[FieldError]:
     """The reference problems of a list of tool items (a role's ``tools``)."""
     errors: list[FieldError] = []
     refs = list(_item_refs(items, at, ("tool",), errors))
-    trusted = _ids_in(before) if before is not None else ()
-    errors += (await check_references(conn, principal, refs, trusted))[2]
+    errors += (await check_references(Reach(conn, principal), refs))[1]
     return errors

@@ -2,8 +2,9 @@
 
 ``resolve_agent`` renders the system prompt and replaces every reference (a tool, actor or
 role by id, the object form's overrides applied, another agent as a role) with the inline
-config it names: the latest version, without access checks (the agent's author was checked
-when the reference was saved, by services/references.py).
+config it names: the latest version, checked again against the run's user by the one
+reference check (services/references.py ``Reach``): access may have been lost since the
+agent was saved, and whoever saved it is not who runs it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from pydantic import MISSING, ValidationError
 
+from dhub.access.principal import Principal
 from dhub.domain.agent import AgentSpec, PromptRef
 from dhub.domain.errors import FieldError, InvalidInput
 from dhub.domain.functions import ITEM_TAGS, AgentActorConfig, AgentResourceRef, AgentToolConfig
@@ -29,54 +31,38 @@ from dhub.domain.resources import (
     ToolOverrides,
     ToolSpec,
     render_template,
+    unreachable,
 )
 from dhub.services.references import (
     OVERRIDES,
-    STORED_ID,
+    UNREACHABLE,
     Loc,
+    Reach,
     binding_errors,
     kind_of,
     overrides_of,
 )
-from dhub.store import agents as agent_repo
-from dhub.store import resources as repo
 from dhub.store.db import Conn, Database
 
 
 class UnresolvableAgent(InvalidInput):
-    """An agent refers to something that no longer exists (deleted since it was saved), or
-    holds an item the runtime cannot call; ``errors`` point into the agent document."""
+    """An agent refers to something its runner cannot use (deleted, unshared or marked since
+    it was saved, or never theirs), or holds an item the runtime cannot call; ``errors``
+    point into the agent document."""
 
 
 class _Resolver:
-    """Loads what references name (once each), collecting what cannot be resolved."""
+    """Loads what references name (once each, through ``reach``), collecting what cannot be
+    resolved."""
 
-    def __init__(self, conn: Conn) -> None:
-        self.conn = conn
+    def __init__(self, reach: Reach) -> None:
+        self.reach = reach
         self.errors: list[FieldError] = []
-        self._resources: dict[str, repo.ResourceRow | None] = {}
-        self._agents: dict[str, agent_repo.AgentRow | None] = {}
 
     async def document(self, at: Loc, ref_id: str, kind: str) -> str | None:
-        row: repo.ResourceRow | agent_repo.AgentRow | None = None
-        if STORED_ID.fullmatch(ref_id) and kind_of(ref_id) == kind:
-            if kind == "agent":
-                if ref_id not in self._agents:
-                    self._agents.update(await agent_repo.get_agents(self.conn, [ref_id], ()))
-                row = self._agents.setdefault(ref_id, None)
-            else:
-                if ref_id not in self._resources:
-                    self._resources.update(await repo.get_resources(self.conn, [ref_id], ()))
-                row = self._resources.setdefault(ref_id, None)
-                if row is not None and row.record.category != kind:
-                    row = None
+        row = await self.reach.use(ref_id, kind)
         if row is None:
-            self.fail(
-                at,
-                f"The {kind} '{ref_id}' no longer exists (it was deleted after the agent was "
-                "saved): remove the reference from the agent, or name another.",
-                "unknown_reference",
-            )
+            self.fail(at, unreachable(kind, ref_id), UNREACHABLE)
             return None
         return row.record.document
 
@@ -223,8 +209,7 @@ class _Resolver:
             return None
         config = spec.agent
         # Its own references are reported at the role that brought them in.
-        inner = _Resolver(self.conn)
-        inner._resources, inner._agents = self._resources, self._agents
+        inner = _Resolver(self.reach)
         prompt = await inner.system_prompt(("agent",), config.prompts, config.instructions)
         tools = await inner.tools(("agent", "tools"), config.tools)
         for err in inner.errors:
@@ -251,24 +236,27 @@ _NOT_CALLABLE = (
 )
 
 
-async def resolve_agent(db_or_conn: Database | Conn, spec: AgentSpec) -> ResolvedAgent:
+async def resolve_agent(
+    db_or_conn: Database | Conn, spec: AgentSpec, principal: Principal
+) -> ResolvedAgent:
     """The react agent ``spec`` ready to run: its system prompt (the rendered prompts in order,
     each with its bindings over the prompt's defaults, joined with "\\n\\n", then
     "\\n\\n" + instructions; just the instructions without prompts) and its tools, actors and
     roles as inline configs, references resolved to their latest versions (built-in tools stay
-    names). Raises UnresolvableAgent, listing every reference that no longer resolves."""
+    names) for ``principal``, who runs it. Raises UnresolvableAgent, listing every reference
+    it cannot use."""
     if spec.agent is None:
         raise ValueError("resolve_agent needs a react agent: this one has no 'agent' config")
     if isinstance(db_or_conn, Database):
         async with db_or_conn.read(snapshot=True) as conn:
-            return await _resolve(conn, spec)
-    return await _resolve(db_or_conn, spec)
+            return await _resolve(conn, spec, principal)
+    return await _resolve(db_or_conn, spec, principal)
 
 
-async def _resolve(conn: Conn, spec: AgentSpec) -> ResolvedAgent:
+async def _resolve(conn: Conn, spec: AgentSpec, principal: Principal) -> ResolvedAgent:
     config = spec.agent
     assert config is not None
-    resolver = _Resolver(conn)
+    resolver = _Resolver(Reach(conn, principal))
     system_prompt = await resolver.system_prompt(("agent",), config.prompts, config.instructions)
     tools = await resolver.tools(("agent", "tools"), config.tools)
     actors = await resolver.actors(("agent", "actors"), config.actors)
@@ -289,13 +277,15 @@ def unresolvable(spec: AgentSpec, errors: list[FieldError]) -> UnresolvableAgent
 NodeItems = dict[str, AgentToolConfig | AgentActorConfig]
 
 
-async def resolve_nodes(db: Database, spec: AgentSpec) -> tuple[NodeItems, list[FieldError]]:
+async def resolve_nodes(
+    db: Database, spec: AgentSpec, principal: Principal
+) -> tuple[NodeItems, list[FieldError]]:
     """The stored tools and actors a workflow's tool_call and actor_call nodes name, as inline
-    configs by node id, and an error for each that no longer resolves (such a node keeps its
-    reference: a run that reaches it fails there, saying so, engine/actions.py)."""
+    configs by node id, and an error for each that ``principal`` cannot use (such a node
+    keeps its reference: a run that reaches it fails there, saying so, engine/actions.py)."""
     found: NodeItems = {}
     async with db.read(snapshot=True) as conn:
-        resolver = _Resolver(conn)
+        resolver = _Resolver(Reach(conn, principal))
         for i, node in enumerate(spec.nodes):
             item: AgentToolConfig | AgentActorConfig | str | None = None
             if isinstance(node, ToolCallWorkflowNode) and _stored(node.config.tool):

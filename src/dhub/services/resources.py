@@ -71,12 +71,10 @@ class ResourceService:
     # -- documents ------------------------------------------------------------------------------
 
     @staticmethod
-    async def _references(
-        conn: Conn, principal: Principal, spec: ResourceSpec, before: Any = None
-    ) -> list[FieldError]:
+    async def _references(conn: Conn, principal: Principal, spec: ResourceSpec) -> list[FieldError]:
         """The problems with a valid document's references (a role's tools)."""
         if isinstance(spec, RoleSpec):
-            return await check_tool_items(conn, principal, spec.tools, ("tools",), before)
+            return await check_tool_items(conn, principal, spec.tools, ("tools",))
         return []
 
     async def validate(self, principal: Principal, category: str, doc: Any) -> dict[str, Any]:
@@ -195,8 +193,8 @@ class ResourceService:
             owners, errors = await self._patched_owners(conn, principal, found, patch)
             current = orjson.loads(found.record.document)
             spec, doc_errors = collect_resource_errors(kind, _patched(current, doc_patch))
-            if spec is not None:
-                doc_errors = await self._references(conn, principal, spec, current)
+            if spec is not None and spec.model_dump_json() != found.record.document:
+                doc_errors = await self._references(conn, principal, spec)  # a new version
             if errors or doc_errors or spec is None:
                 raise InvalidInput([*doc_errors, *errors])
             if owners is not None:

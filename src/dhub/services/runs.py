@@ -19,6 +19,7 @@ import orjson
 from sqlalchemy.exc import IntegrityError
 
 from dhub.access.principal import Principal
+from dhub.access.tokens import principal_of
 from dhub.domain.agent import AgentSpec
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
@@ -68,8 +69,9 @@ class RunPage:
 class Graphs:
     """Compiled agent versions. A version never changes, so an agent without references
     compiles once. References (a react agent's prompts, tools, actors and roles by id, a
-    workflow node's stored tool or actor) resolve to what they name now, each time a run
-    starts or resumes: a fixed tool or prompt applies to the runs that wait, too."""
+    workflow node's stored tool or actor) resolve to what they name now, for the run's user
+    (the one reference check), each time a run starts or resumes: a fixed tool or prompt
+    applies to the runs that wait, and access lost meanwhile stops them."""
 
     def __init__(self, db: Database, budget: Budget | None = None) -> None:
         self.db = db
@@ -78,12 +80,19 @@ class Graphs:
         self._specs: OrderedDict[tuple[str, int], AgentSpec] = OrderedDict()
 
     async def load(
-        self, agent_id: str, version: int, document: str | None = None, *, starting: bool = False
+        self,
+        agent_id: str,
+        version: int,
+        user: Principal | str,
+        document: str | None = None,
+        *,
+        starting: bool = False,
     ) -> CompiledGraph:
-        """The graph of an agent version (``document``: its stored JSON, when the caller has
-        read it). ``starting``: a run is about to start, so a reference that no longer
-        resolves is the caller's error (UnresolvableAgent, 422); otherwise the graph fails
-        each run that meets it, saying why."""
+        """The graph of an agent version run by ``user`` (a principal, or a user id to act
+        as), ``document``: its stored JSON, when the caller has read it. ``starting``: a run
+        is about to start, so a reference that does not resolve is the caller's error
+        (UnresolvableAgent, 422); otherwise the graph fails each run that meets it, saying
+        why."""
         key = (agent_id, version)
         graph = _cached(self._cache, key)
         if graph is not None:
@@ -94,14 +103,15 @@ class Graphs:
             if not refers(spec):
                 return _keep(self._cache, key, compile_agent(spec, self.budget))
             _keep(self._specs, key, spec)
+        principal = user if isinstance(user, Principal) else await self._principal(user)
         if spec.mode == "workflow":
-            items, problems = await resolve_nodes(self.db, spec)
+            items, problems = await resolve_nodes(self.db, spec, principal)
             if problems and starting:
                 raise unresolvable(spec, problems)
             return self._compiled(key, items, lambda: compile_agent(with_node_items(spec, items)))
         resolved: ResolvedAgent | str
         try:
-            resolved = await resolve_agent(self.db, spec)
+            resolved = await resolve_agent(self.db, spec, principal)
         except UnresolvableAgent as exc:
             if starting:
                 raise
@@ -116,8 +126,12 @@ class Graphs:
         digest = hashlib.blake2b(repr(resolved).encode(), digest_size=16).digest()
         return _cached(self._cache, (*key, digest)) or _keep(self._cache, (*key, digest), make())
 
-    async def __call__(self, agent_id: str, version: int) -> CompiledGraph:
-        return await self.load(agent_id, version)
+    async def __call__(self, agent_id: str, version: int, user_id: str) -> CompiledGraph:
+        return await self.load(agent_id, version, user_id)
+
+    async def _principal(self, user_id: str) -> Principal:
+        async with self.db.read() as conn:
+            return await principal_of(conn, user_id)
 
     async def _read(self, agent_id: str, version: int) -> str:
         async with self.db.read() as conn:
@@ -229,7 +243,7 @@ class RunService:
         this run is."""
         record, document = await self.agents.for_run(who, agent_id, version)
         version = version or record.version
-        graph = await self.graphs.load(agent_id, version, document, starting=True)
+        graph = await self.graphs.load(agent_id, version, who, document, starting=True)
         if chat is not None and graph.spec.mode == "react":
             sys_extra = {**sys_extra, **await self._history(chat[0])}
         if chat is not None and "message" in _start_variables(graph):
@@ -349,7 +363,7 @@ class RunService:
         """A run no task of this process holds (parked, or its worker stopped): the stepper
         cancels its saved state, and that step is saved like any other, under the lease (so
         a worker that woke it meanwhile cannot step it too)."""
-        graph = await self.graphs(run.agent_id, run.agent_version)
+        graph = await self.graphs(run.agent_id, run.agent_version, run.user_id)
         at = now_ms()
         # An owner of its own: the claim fails while this process's executor holds the run
         # live (an API process that is also a worker), as it does for any other holder.
