@@ -82,7 +82,7 @@ class AgentService:
             references = await check_agent_references(conn, principal, spec)
             if references:
                 raise InvalidInput(references)
-            await self._check_name_free(conn, spec, None)
+            await self._check_name_free(conn, principal, spec, None)
             await self._insert(conn, agent_id, spec, document, principal, now)
             found = await repo.get_agent(conn, agent_id, sorted(principal.principal_ids))
         assert found is not None
@@ -112,16 +112,19 @@ class AgentService:
                 },
             )
         except IntegrityError as exc:  # lost a race for the name
-            raise _name_conflict(spec, None) from exc
+            raise _name_conflict(spec, None, principal) from exc
         await repo.insert_version(conn, agent_id, 1, document, principal.user_id, now)
         await repo.set_tags(conn, agent_id, spec.tags or [])
         await shares.add_owners(conn, agent_id, [principal.user_id])
         await audit.record(conn, principal.user_id, "agent.create", agent_id, None, 1)
 
-    async def _check_name_free(self, conn: Conn, spec: AgentSpec, agent_id: str | None) -> None:
+    async def _check_name_free(
+        self, conn: Conn, principal: Principal, spec: AgentSpec, agent_id: str | None
+    ) -> None:
         holder = await repo.find_by_name(conn, spec.folder_id, spec.name)
         if holder is not None and holder != agent_id:
-            raise _name_conflict(spec, holder)
+            found = await repo.get_agents(conn, [holder], sorted(principal.principal_ids))
+            raise _name_conflict(spec, found.get(holder), principal)
 
     async def _find(self, conn: Conn, principal: Principal, agent_id: str) -> repo.AgentRow:
         found = await repo.get_agent(conn, agent_id, sorted(principal.principal_ids))
@@ -210,7 +213,7 @@ class AgentService:
         document = dump_spec(spec)
         if document == record.document:
             return record
-        await self._check_name_free(conn, spec, record.id)
+        await self._check_name_free(conn, principal, spec, record.id)
         now, version = now_ms(), record.version + 1
         try:
             await repo.update_agent(
@@ -219,7 +222,7 @@ class AgentService:
                 {**_indexed(spec), "version": version, "document": document, "updated_at": now},
             )
         except IntegrityError as exc:
-            raise _name_conflict(spec, None) from exc
+            raise _name_conflict(spec, None, principal) from exc
         await repo.insert_version(conn, record.id, version, document, principal.user_id, now)
         await repo.set_tags(conn, record.id, spec.tags or [])
         await audit.record(
@@ -373,10 +376,5 @@ def _indexed(spec: AgentSpec) -> dict[str, Any]:
     }
 
 
-def _name_conflict(spec: AgentSpec, holder: str | None) -> Conflict:
-    where = f"folder '{spec.folder_id}'" if spec.folder_id else "the top level (no folder)"
-    who = f"agent '{holder}'" if holder else "another agent"
-    return Conflict(
-        f"The name '{spec.name}' is already used in {where} by {who}: choose another name "
-        "or update that agent."
-    )
+def _name_conflict(spec: AgentSpec, holder: repo.AgentRow | None, who: Principal) -> Conflict:
+    return sharing.name_conflict("agent", spec.name, spec.folder_id, holder, who)

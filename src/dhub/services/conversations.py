@@ -74,22 +74,32 @@ class ConversationService:
         self, who: Principal, agent_id: str | None, limit: int, cursor: str | None
     ) -> tuple[list[chats.ConversationRecord], str | None]:
         """The caller's own conversations, newest first, with agents it may still read (the
-        others are left out, as ``get`` would refuse them); the next page's cursor."""
+        others are left out, as ``get`` would refuse them); the next page's cursor, always
+        the id of a conversation on this page (never of one left out)."""
         if agent_id is not None:
             await self.runs.agents.readable(who, agent_id)
-        async with self.db.read() as conn:
-            found = await chats.list_for_user(conn, who.user_id, agent_id, cursor, limit + 1)
-        more = len(found) > limit
-        found = found[:limit]
         readable: dict[str, bool] = {}
-        for agent in {c.agent_id for c in found}:
-            try:
-                await self.runs.agents.readable(who, agent)
-                readable[agent] = True
-            except NotFound:
-                readable[agent] = False
-        shown = [c for c in found if readable[c.agent_id]]
-        return shown, (found[-1].id if more else None)
+        shown: list[chats.ConversationRecord] = []
+        after, more = cursor, True
+        while more and len(shown) <= limit:
+            async with self.db.read() as conn:
+                found = await chats.list_for_user(conn, who.user_id, agent_id, after, limit + 1)
+            more = len(found) > limit
+            found = found[:limit]
+            for agent in {c.agent_id for c in found} - readable.keys():
+                readable[agent] = await self._readable(who, agent)
+            shown += [c for c in found if readable[c.agent_id]]
+            after = found[-1].id if found else after
+        if len(shown) > limit:
+            return shown[:limit], shown[limit - 1].id
+        return shown, None
+
+    async def _readable(self, who: Principal, agent_id: str) -> bool:
+        try:
+            await self.runs.agents.readable(who, agent_id)
+        except NotFound:
+            return False
+        return True
 
     async def say(self, who: Principal, conversation_id: str, body: Any) -> store.RunRecord:
         """One turn: the run that answers the message."""

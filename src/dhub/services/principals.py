@@ -403,6 +403,7 @@ class PrincipalService:
                 action=filters.get("action"),
                 before_id=cursor,
                 limit=limit + 1,
+                held=who.markings,
             )
         page = found[:limit]
         next_cursor = str(page[-1].id) if len(found) > limit else None

@@ -93,7 +93,7 @@ class ResourceService:
             errors = await self._references(conn, principal, spec)
             if errors:
                 raise InvalidInput(errors)
-            await self._check_name_free(conn, spec, None)
+            await self._check_name_free(conn, principal, spec, None)
             document = spec.model_dump_json()
             try:
                 await repo.insert_resource(
@@ -111,7 +111,7 @@ class ResourceService:
                     },
                 )
             except IntegrityError as exc:  # lost a race for the name
-                raise _name_conflict(spec, None) from exc
+                raise _name_conflict(spec, None, principal) from exc
             await repo.insert_version(conn, resource_id, 1, document, principal.user_id, now)
             await set_tags(conn, resource_id, spec.tags or [])
             await shares.add_owners(conn, resource_id, [principal.user_id])
@@ -120,10 +120,13 @@ class ResourceService:
         assert found is not None
         return ResourceView(found.record, found.owners, "owner")
 
-    async def _check_name_free(self, conn: Conn, spec: ResourceSpec, own_id: str | None) -> None:
+    async def _check_name_free(
+        self, conn: Conn, principal: Principal, spec: ResourceSpec, own_id: str | None
+    ) -> None:
         holder = await repo.find_by_name(conn, spec.category, spec.folder_id, spec.name)
         if holder is not None and holder != own_id:
-            raise _name_conflict(spec, holder)
+            found = await repo.get_resources(conn, [holder], sorted(principal.principal_ids))
+            raise _name_conflict(spec, found.get(holder), principal)
 
     # -- access ---------------------------------------------------------------------------------
 
@@ -228,13 +231,13 @@ class ResourceService:
         document = spec.model_dump_json()
         if document == record.document:
             return record
-        await self._check_name_free(conn, spec, record.id)
+        await self._check_name_free(conn, principal, spec, record.id)
         now, version = now_ms(), record.version + 1
         values = {**_indexed(spec), "version": version, "document": document, "updated_at": now}
         try:
             await repo.update_resource(conn, record.id, values)
         except IntegrityError as exc:
-            raise _name_conflict(spec, None) from exc
+            raise _name_conflict(spec, None, principal) from exc
         await repo.insert_version(conn, record.id, version, document, principal.user_id, now)
         await set_tags(conn, record.id, spec.tags or [])
         await audit.record(
@@ -364,11 +367,5 @@ def _indexed(spec: ResourceSpec) -> dict[str, Any]:
     }
 
 
-def _name_conflict(spec: ResourceSpec, holder: str | None) -> Conflict:
-    kind = spec.category
-    where = f"folder '{spec.folder_id}'" if spec.folder_id else "the top level (no folder)"
-    who = f"{kind} '{holder}'" if holder else f"another {kind}"
-    return Conflict(
-        f"The name '{spec.name}' is already used in {where} by {who}: choose another name "
-        f"or update that {kind}."
-    )
+def _name_conflict(spec: ResourceSpec, holder: repo.ResourceRow | None, who: Principal) -> Conflict:
+    return sharing.name_conflict(spec.category, spec.name, spec.folder_id, holder, who)

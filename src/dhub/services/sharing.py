@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 from sqlalchemy.exc import IntegrityError
 
+from dhub.access import policy
 from dhub.access.principal import PUBLIC, Principal
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.pointers import join
@@ -19,8 +20,33 @@ from dhub.store import audit
 from dhub.store import sharing as shares
 from dhub.store.db import Conn
 from dhub.store.principals import get_marking, principal_exists
+from dhub.store.resources import ResourceRow
 
 SCOPES = tuple(repo.SCOPE_RANK)  # viewer, runner, editor
+
+
+def name_conflict(
+    kind: str,
+    name: str,
+    folder_id: str | None,
+    holder: repo.AgentRow | ResourceRow | None,
+    principal: Principal,
+) -> Conflict:
+    """409 for a name already used in the folder. The holder is named only to a caller who
+    may read it: for anyone else it does not exist, so neither does its id (DESIGN.md 2)."""
+    where = f"folder '{folder_id}'" if folder_id else "the top level (no folder)"
+    if holder is not None and _readable(principal, holder):
+        return Conflict(
+            f"The name '{name}' is already used in {where} by {kind} '{holder.record.id}': "
+            f"choose another name or update that {kind}."
+        )
+    return Conflict(f"The name '{name}' is already taken in {where}: choose another name.")
+
+
+def _readable(principal: Principal, row: repo.AgentRow | ResourceRow) -> bool:
+    owners = [o["id"] for o in row.owners]
+    markings = orjson.loads(row.record.markings)
+    return policy.access(principal, owners, row.grant, markings) is not None
 
 
 def _unknown(loc: str, principal_id: str) -> FieldError:

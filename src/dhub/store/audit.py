@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,7 +10,7 @@ from sqlalchemy import insert, select
 
 from dhub.domain.ids import now_ms
 from dhub.store.db import Conn
-from dhub.store.tables import audit_log
+from dhub.store.tables import audit_log, marking_history
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +53,11 @@ async def entries(
     action: str | None = None,
     before_id: int | None = None,
     limit: int = 50,
+    held: Collection[str] = (),
 ) -> list[AuditEntry]:
-    """Newest first; ``before_id`` is the last id of the previous page."""
+    """Newest first; ``before_id`` is the last id of the previous page. Entries about a
+    resource that ever carried a marking outside ``held`` are left out, in SQL, so pages and
+    cursors only ever show what the reader may see."""
     stmt = select(
         audit_log.c.id,
         audit_log.c.at,
@@ -71,5 +75,11 @@ async def entries(
         stmt = stmt.where(audit_log.c.action == action)
     if before_id is not None:
         stmt = stmt.where(audit_log.c.id < before_id)
+    beyond = select(marking_history.c.resource_id).where(
+        marking_history.c.resource_id == audit_log.c.target_id
+    )
+    if held:
+        beyond = beyond.where(marking_history.c.marking_id.not_in(sorted(held)))
+    stmt = stmt.where(~beyond.exists())
     stmt = stmt.order_by(audit_log.c.id.desc()).limit(limit)
     return [AuditEntry(*r) for r in await conn.execute(stmt)]

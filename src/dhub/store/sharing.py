@@ -29,6 +29,7 @@ from dhub.store.tables import (
     access_epoch,
     agents,
     groups,
+    marking_history,
     resource_grants,
     resource_markings,
     resource_owners,
@@ -216,11 +217,22 @@ async def set_markings(conn: Conn, agent_id: str, marking_ids: Sequence[str]) ->
             insert(resource_markings),
             [{"resource_id": agent_id, "marking_id": m} for m in unique],
         )
+        await _remember(conn, agent_id, unique)
     stored = orjson.dumps(unique).decode()
     table = agents if agent_id.startswith("agent.") else resources
     await conn.execute(update(table).where(table.c.id == agent_id).values(markings=stored))
     await bump_epoch(conn)
     return stored
+
+
+async def _remember(conn: Conn, resource_id: str, marking_ids: Sequence[str]) -> None:
+    """Add the markings to the resource's marking history (see tables.marking_history)."""
+    had = select(marking_history.c.marking_id).where(marking_history.c.resource_id == resource_id)
+    known = {str(r[0]) for r in await conn.execute(had)}
+    new = [m for m in marking_ids if m not in known]
+    if new:
+        rows = [{"resource_id": resource_id, "marking_id": m} for m in new]
+        await conn.execute(insert(marking_history), rows)
 
 
 async def solely_owned_by(conn: Conn, principal_id: str, limit: int = 5) -> list[str]:

@@ -186,6 +186,15 @@ resource_markings = Table(
     Index("ix_resource_markings_marking", "marking_id", "resource_id"),
 )
 
+# Every marking a resource ever carried (never removed, not even with the resource): its
+# audit entries are shown only to those who hold them all (DESIGN.md 2).
+marking_history = Table(
+    "marking_history",
+    metadata,
+    Column("resource_id", String(64), primary_key=True),
+    Column("marking_id", String(200), primary_key=True),
+)
+
 audit_log = Table(
     "audit_log",
     metadata,
