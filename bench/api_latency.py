@@ -6,7 +6,7 @@ take more than about 3):
 1. A fresh temporary data directory; 10,000 agents are seeded in-process straight into its
    SQLite file (each document validated by dhub's own validator, rows written to dhub's own
    tables as AgentService.create writes them; a round-robin mix of the fixture documents in
-   shared/fixtures/agents/valid, with unique names), all owned by the admin user, whose API
+   tests/fixtures/agents/valid, with unique names), all owned by the admin user, whose API
    token is set through DHUB_ADMIN_TOKEN.
 2. The real server, ``dhub serve``, as a subprocess on 127.0.0.1 (default SQLite).
 3. The exact bodies of ``GET /api/v1/agents/{id}`` and ``GET /api/v1/agents?limit=50`` are
@@ -53,7 +53,7 @@ import httpx
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-FIXTURES = ROOT.parent / "shared" / "fixtures" / "agents" / "valid"
+FIXTURES = ROOT / "tests" / "fixtures" / "agents" / "valid"
 RESULTS = BENCH / "results"
 VENV_BIN = Path(sys.executable).parent
 GOAL_RATIO = 0.5  # the goal: at least half the bare endpoint's throughput

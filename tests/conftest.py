@@ -34,9 +34,9 @@ from tests.support.wire.fixtures import openai_compatible_server as openai_compa
 from tests.support.wire.fixtures import openai_server as openai_server
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
-FIXTURES = SHARED / "fixtures" / "agents"
-SEED = SHARED / "seed"
+# Copies of the published seed and the shared fixtures: the repository stands alone.
+FIXTURES = ROOT / "tests" / "fixtures" / "agents"
+SEED = ROOT / "tests" / "fixtures" / "seed"
 ADMIN_TOKEN = "dhub_test_admin_token"
 # Dependency environments built by tests outlive a session, so a rerun does not reinstall.
 SANDBOX_ENVS = Path(tempfile.gettempdir()) / "dhub-test-envs"

@@ -1,5 +1,6 @@
-"""The published AgentResponse schema (shared/seed) is the contract: these tables are copied from
-the seed text, field by field, and checked against the models and the served OpenAPI document."""
+"""The published AgentResponse schema (copied into tests/fixtures/seed) is the contract: these
+tables are copied from the seed text, field by field, and checked against the models and the
+served OpenAPI document."""
 
 from __future__ import annotations
 
