@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dhub.providers.config import ProvidersConfig
 
 EXECUTION_MODES = ("embedded", "distributed")
+log = logging.getLogger("dhub")
 
 
 @dataclass(frozen=True)
@@ -69,3 +72,35 @@ class Settings:
 
 def default_sqlite_url(data_dir: Path) -> str:
     return f"sqlite:///{data_dir / 'dhub.db'}"
+
+
+# The data directory holds the SQLite database and the admin token: only its owner may read
+# it, whatever the umask. Files the server writes there are 0600 (store/db.py for SQLite's).
+DATA_DIR_MODE = 0o700
+SECRET_FILE_MODE = 0o600
+
+
+def secure_data_dir(directory: Path) -> None:
+    """Create the data directory as 0700, or tighten one that exists with a looser mode (and
+    the files directly in it to 0600), logging what changed. A directory the server may not
+    change (another user's) stops the start with a message saying what to do."""
+    directory.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
+    try:
+        _tighten(directory, DATA_DIR_MODE)
+        for entry in directory.iterdir():
+            if entry.is_file() and not entry.is_symlink():
+                _tighten(entry, SECRET_FILE_MODE)
+    except PermissionError as exc:
+        raise PermissionError(
+            f"The data directory {directory} (or a file in it) is readable by other users and "
+            f"this process may not change that ({exc.strerror}): run dhub as the directory's "
+            f"owner, or `chmod 700 {directory}` and `chmod 600` the files in it."
+        ) from exc
+
+
+def _tighten(path: Path, mode: int) -> None:
+    current = stat.S_IMODE(path.stat().st_mode)
+    if current & ~mode & 0o777:
+        os.chmod(path, current & mode)
+        log.warning("%s was mode %o; made it %o (only its owner may read it)", path, current,
+                    current & mode)  # fmt: skip
