@@ -139,9 +139,9 @@ def parse_document(raw: bytes) -> Any:
         ) from exc
     walk = _Walk()
     walk.value(value, 0)
-    if not walk.errors and walk.inexact:
+    if walk.inexact and not any(e.code == "too_deep" for e in walk.errors):
         # orjson reads an integer literal beyond 64 bits as a float, losing digits: read the
-        # (rare) body again exactly to find such literals. Its depth is checked already.
+        # (rare) body again exactly to find such literals (its depth is within bounds).
         walk = _Walk()
         walk.value(json.loads(raw), 0)
     if walk.errors:

@@ -161,7 +161,8 @@ async def run_events(
     run_id: str,
     request: Request,
     ctx: Ctx,
-    after: SeqNumber = Query(0, description="Only events after this seq."),
+    # Annotated: a Query() default would drop the bounds of SeqNumber.
+    after: Annotated[SeqNumber, Query(description="Only events after this seq.")] = 0,
     limit: int = Query(500, ge=1, le=5000),
     last_event_id: Annotated[
         SeqNumber | None,
