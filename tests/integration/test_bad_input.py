@@ -19,9 +19,13 @@ import orjson
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
+from sqlalchemy import create_engine
 
 from dhub.api.app import create_app
 from dhub.settings import Settings
+from dhub.store import json_codec
+from dhub.store.db import normalize_url
+from dhub.store.tables import audit_log, users
 from tests.conftest import ADMIN_TOKEN, _truncate, pg_url
 from tests.support.asgi import RawResponse, send_raw
 from tests.support.attacks import Attack, Operation, attacks, operations
@@ -313,3 +317,28 @@ def _read_the_whole_audit_log(world: World) -> None:
         if cursor is None:
             break
     assert pages >= 1
+
+
+def test_a_value_stored_before_the_bounds_still_renders(client: TestClient, settings: Any) -> None:
+    """Defence in depth: a profile an older server stored unbounded (400 levels deep, an
+    integer beyond 64 bits: orjson writes neither) breaks none of the pages that show it."""
+    assert client.post(f"{API}/users", json={"name": "old", "display_name": "Old"}).status_code
+    agent = client.post(f"{API}/agents", json={**ECHO, "name": "legacy"}).json()["id"]
+    assert client.patch(f"{API}/agents/{agent}", json={"owners": ["user.old"]}).status_code == 200
+    deep: Any = {"big": 2**70}
+    for _ in range(400):
+        deep = {"d": deep}
+    # Written as the store always wrote JSON columns (orjson, else the stdlib).
+    engine = create_engine(normalize_url(settings.database_url), **json_codec.ENGINE_OPTIONS)
+    with engine.begin() as conn:
+        conn.execute(users.update().where(users.c.id == "user.old").values(avatar_config=deep))
+        conn.execute(audit_log.update().values(after={"avatar_config": deep}))
+    engine.dispose()
+    assert client.get(f"{API}/users/user.old").json()["avatar_config"] == deep
+    listed = {u["id"]: u for u in client.get(f"{API}/users").json()["data"]}
+    assert listed["user.old"]["avatar_config"] == deep
+    [owner] = client.get(f"{API}/agents/{agent}").json()["owners"]
+    assert owner["avatar_config"] == deep
+    assert client.get(f"{API}/agents").json()["data"][0]["owners"] == [owner]
+    entries = client.get(f"{API}/audit").json()["data"]
+    assert entries and all(e["after"] == {"avatar_config": deep} for e in entries)
