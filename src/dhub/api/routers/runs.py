@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, Literal
 
-import orjson
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from dhub.api.deps import Ctx, json_body
-from dhub.api.responses import ERROR_RESPONSES, JSON
+from dhub.api.responses import ERROR_RESPONSES, JSON, encode
 from dhub.domain.bounds import SeqNumber
 from dhub.store.runs import CommandRecord, EventRecord, RunRecord
 
@@ -185,7 +184,7 @@ def stream_events(events: AsyncIterator[EventRecord | None]) -> StreamingRespons
             if event is None:
                 yield b": keep-alive\n\n"
                 continue
-            data = orjson.dumps(event_json(event))
+            data = encode(event_json(event))
             yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), data)
 
     return StreamingResponse(
