@@ -26,7 +26,7 @@ from dhub.settings import Settings
 from dhub.store import json_codec
 from dhub.store.db import normalize_url
 from dhub.store.tables import audit_log, users
-from tests.conftest import ADMIN_TOKEN, _truncate, pg_url
+from tests.conftest import ADMIN_TOKEN, FIXTURES, _truncate, load_json, pg_url
 from tests.support.asgi import RawResponse, send_raw
 from tests.support.attacks import Attack, Operation, attacks, operations
 
@@ -74,6 +74,7 @@ REFUND = {
     ],
     "edges": [{"source": "start", "target": "pay"}, {"source": "pay", "target": "end"}],
 }  # fmt: skip
+REACT = load_json(FIXTURES / "valid" / "react_support.json")
 RESOURCES = {
     "prompt": {"name": "persona", "description": "Tone", "template": "Be {{ tone }}.",
                "variables": [{"name": "tone", "description": "How", "default": "kind"}],
@@ -176,7 +177,8 @@ def _templates(world: World) -> dict[tuple[str, str], Any]:
     """A valid body for each operation that takes one (others get one from their schema)."""
     agent = f"{API}/agents/{{agent_id}}"
     found: dict[tuple[str, str], Any] = {
-        ("POST", f"{API}/agents"): FORM, ("POST", f"{API}/agents/validate"): FORM,
+        # A react agent has integer settings (budgets, retries) for the integer attacks.
+        ("POST", f"{API}/agents"): FORM, ("POST", f"{API}/agents/validate"): REACT,
         ("PATCH", agent): {"description": "new", "tags": ["a"], "options": {"n": 1}},
         ("POST", f"{agent}/grants"): {"principal_id": "user.victim", "scope": "viewer"},
         ("POST", f"{agent}/markings"): {"marking_id": world.values["marking_id"]},
@@ -284,7 +286,7 @@ def test_other_users_read_as_before_after_the_attack(world: World, attacked: Out
     users = {u["id"]: u for u in world.call("victim", "GET", "/users")["data"]}
     assert users["user.victim"]["avatar_config"] == {"color": "red"}
     me = world.call("victim", "GET", "/me")
-    assert me["user"]["id"] == "user.victim" if "user" in me else me["id"] == "user.victim"
+    assert (me["id"], me["avatar_config"], me["groups"]) == ("user.victim", {"color": "red"}, [])
     # Every list (no path parameter) answers, to the victim and to the admin.
     for op in operations(world.app.openapi()):
         if op.method == "GET" and "{" not in op.template and op.template.startswith(API):

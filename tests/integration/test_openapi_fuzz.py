@@ -1,7 +1,7 @@
 """schemathesis against /openapi.json: every operation of the document, as the admin and as a
 plain user, answers no server error (issue 16's criterion); the agent endpoints' responses
-also match the schema. Runs on SQLite; tests/integration/test_bad_input.py sends each class of
-bad input to every operation on both databases.
+also match the schema. On SQLite and PostgreSQL (NUL characters, say, only PostgreSQL refuses);
+tests/integration/test_bad_input.py sends each class of bad input to every operation.
 
 The schemathesis pytest plugin does not support pytest 9, so hypothesis drives each
 operation's strategy here (schemathesis' Python API)."""
@@ -27,17 +27,23 @@ from schemathesis.specs.openapi.checks import (
 
 from dhub.api.app import create_app
 from dhub.settings import Settings
-from tests.conftest import ADMIN_TOKEN, FIXTURES, load_json
+from tests.conftest import ADMIN_TOKEN, FIXTURES, _truncate, load_json, pg_url
 
 
-@pytest.fixture(scope="module")
-def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FastAPI]:
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def app(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[FastAPI]:
     data = tmp_path_factory.mktemp("fuzz")
-    application = create_app(
-        Settings(
-            data_dir=data, database_url=f"sqlite:///{data / 'dhub.db'}", admin_token=ADMIN_TOKEN
-        )
-    )
+    if request.param == "sqlite":
+        url = f"sqlite:///{data / 'dhub.db'}"
+    else:
+        schema = request.getfixturevalue("pg_schema")
+        _truncate(schema)
+        url = pg_url(schema)
+    application = create_app(Settings(data_dir=data, database_url=url, admin_token=ADMIN_TOKEN))
     with TestClient(application) as client:  # runs the lifespan: migrations, admin
         client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
         # Some real agents so that generated ids sometimes hit, and lists are not empty.
@@ -86,7 +92,8 @@ def _fuzz(operation: APIOperation, token: str, checks: list[Any], examples: int)
     run()
 
 
-# Per operation and caller: ~110 operations x 2 callers stay within a minute or two.
+# Per operation, caller and database: ~110 operations x 2 callers x 2 databases stay
+# around a minute.
 # DHUB_FUZZ_EXAMPLES=200 hunts longer.
 EXAMPLES_EVERYWHERE = int(os.environ.get("DHUB_FUZZ_EXAMPLES", "12"))
 
