@@ -9,7 +9,7 @@ from fastapi import Depends, Request
 
 from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
-from dhub.domain.bounds import MAX_BODY_BYTES, parameter_problems, parse_document
+from dhub.domain.bounds import MAX_BODY_BYTES, MAX_PARAM_CHARS, parameter_problems, parse_document
 from dhub.domain.errors import InvalidInput, TooLarge
 from dhub.providers.registry import Providers
 from dhub.services.agents import AgentService
@@ -59,7 +59,20 @@ async def context(request: Request) -> Context:
 def check_parameters(request: Request) -> None:
     """Every path, query and header value within bounds (domain/bounds.py): no NUL character
     (PostgreSQL cannot compare or store it), path and query values of bounded length. Typed
-    parameters (integers) are bounded by their types besides."""
+    parameters (integers) are bounded by their types besides. The raw request is looked at
+    first: the values are only parsed one by one when something may be wrong."""
+    scope = request.scope
+    path: str = scope["path"]
+    query: bytes = scope["query_string"]
+    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    suspect_path = len(path) > MAX_PARAM_CHARS or "\x00" in path
+    suspect_query = len(query) > MAX_PARAM_CHARS or b"%00" in query or b"\x00" in query
+    suspect_headers = any(b"\x00" in value or b"\x00" in name for name, value in headers)
+    if suspect_path or suspect_query or suspect_headers:
+        _check_each(request)
+
+
+def _check_each(request: Request) -> None:
     errors = []
     for name, value in request.path_params.items():
         if isinstance(value, str):

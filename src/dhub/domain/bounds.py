@@ -22,7 +22,7 @@ Errors are ``FieldError``s with JSON pointers, reported all at once (up to ``MAX
 from __future__ import annotations
 
 import json
-import math
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import orjson
@@ -43,10 +43,8 @@ MAX_ERRORS = 20
 MAX_PROFILE_JSON_BYTES = 16 * 1024
 MAX_URL_CHARS = 2048
 
-# Integers as the database stores them: any 64-bit value, or a positive 32-bit one. Plain
+# Integers kept in 32-bit columns (a body's integers are 64-bit, see parse_document). Plain
 # constraints (not pydantic's Field), so they serve in models and FastAPI parameters alike.
-Int64 = Annotated[int, Interval(ge=INT64_MIN, le=INT64_MAX)]
-NonNegativeInt64 = Annotated[int, Interval(ge=0, le=INT64_MAX)]
 VersionNumber = Annotated[int, Interval(ge=1, le=INT32_MAX)]  # versions: a 32-bit column
 SeqNumber = Annotated[int, Interval(ge=0, le=INT32_MAX)]  # event sequence numbers, audit ids
 
@@ -83,14 +81,12 @@ class _Walk:
         kind = type(value)
         if kind is str:
             if "\x00" in value:
-                self.add(_NUL, "nul_character")
+                self.add(_NUL, "nul")
         elif kind is int:
             if not INT64_MIN <= value <= INT64_MAX:
                 self.add(_BIG_INT, "integer_out_of_range")
-        elif kind is float:
-            if not math.isfinite(value):
-                self.add("The number is not finite: send a finite number.", "number_not_finite")
-            elif abs(value) >= 2.0**63:
+        elif kind is float:  # orjson refuses NaN and infinities
+            if abs(value) >= 2.0**63:
                 self.inexact = True
         elif kind is dict or kind is list:
             self.container(value, depth + 1)
@@ -104,7 +100,7 @@ class _Walk:
             if len(self.errors) >= MAX_ERRORS:
                 return
             if isinstance(key, str) and "\x00" in key:
-                self.add(_NUL_KEY, "nul_character", key)
+                self.add(_NUL_KEY, "nul", key)
             self.path.append(key)
             self.value(item, depth)
             self.path.pop()
@@ -121,11 +117,29 @@ _TOO_DEEP = (
 )
 
 
-def document_problems(value: Any) -> list[FieldError]:
-    """What in a parsed JSON value is outside the bounds (empty when nothing is)."""
-    walk = _Walk()
-    walk.value(value, 0)
-    return walk.errors
+def _clean(items: Iterable[Any], depth: int) -> bool:
+    """Whether values inside ``depth`` containers are within the bounds, quickly (``_Walk``
+    says where they are not). A float of 2**63 or more is not clean: it may have been an
+    integer literal beyond 64 bits (see ``parse_document``)."""
+    for item in items:
+        kind = type(item)
+        if kind is str:
+            if "\x00" in item:
+                return False
+        elif kind is int:
+            if not INT64_MIN <= item <= INT64_MAX:
+                return False
+        elif kind is float:
+            if not -(2.0**63) < item < 2.0**63:
+                return False
+        elif kind is dict:
+            if depth >= MAX_DEPTH or any("\x00" in key for key in item):
+                return False
+            if not _clean(item.values(), depth + 1):
+                return False
+        elif kind is list and (depth >= MAX_DEPTH or not _clean(item, depth + 1)):
+            return False
+    return True
 
 
 def parse_document(raw: bytes) -> Any:
@@ -137,6 +151,8 @@ def parse_document(raw: bytes) -> Any:
         raise InvalidInput(
             [FieldError("", f"The request body is not valid JSON: {reason}.", "json_invalid")]
         ) from exc
+    if _clean((value,), 0):  # the common case, without building pointers
+        return value
     walk = _Walk()
     walk.value(value, 0)
     if walk.inexact and not any(e.code == "too_deep" for e in walk.errors):
