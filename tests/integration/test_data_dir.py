@@ -57,14 +57,16 @@ def test_looser_modes_are_tightened_on_start(tmp_path: Path) -> None:
         client.get("/healthz")
         for name in PRIVATE_FILES:  # as an older version, or a careless copy, left them
             os.chmod(data / name, 0o644)
-        os.chmod(data, 0o755)
-        (data / "notes.txt").write_text("kept, but private now")
+        os.chmod(data, 0o775)
+        (data / "tool.sh").write_text("echo hi\n")
+        os.chmod(data / "tool.sh", 0o755)
     os.chmod(data / "dhub.db", 0o666)
     with start(data) as client:
         assert client.get("/healthz").status_code == 200
         assert modes(data) == EXPECTED
-        assert mode(data / "notes.txt") == 0o600
-        assert (data / "notes.txt").read_text() == "kept, but private now"
+        # What the server did not write is left alone (inside a directory only its owner
+        # can enter): a data directory pointed at the wrong folder loses no executable bit.
+        assert mode(data / "tool.sh") == 0o755
 
 
 def test_a_database_outside_the_data_directory_is_private_too(tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import stat
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -32,6 +31,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.base import Executable
 
+from dhub.settings import private
 from dhub.store import json_codec
 from dhub.store.bulk import Plan, PostgresBulk, SqliteBulk
 from dhub.store.inline import InlineConnection, InlineReader, Rows
@@ -325,8 +325,8 @@ def _private_file(database: Path) -> None:
     os.close(os.open(database, os.O_RDWR | os.O_CREAT, 0o600))
     for suffix in ("", "-wal", "-shm", "-journal"):
         path = database.with_name(database.name + suffix)
-        if path.exists() and stat.S_IMODE(path.stat().st_mode) & 0o077:
-            os.chmod(path, 0o600)
+        if path.exists():
+            private(path)
 
 
 def _configure_sqlite(engine: Engine) -> None:
