@@ -12,6 +12,7 @@ what matters here is the status the server chose, and a live stream would not en
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import quote
 
 import anyio
@@ -51,11 +52,12 @@ def send_raw(
     }  # fmt: skip
     portal = client.portal
     assert portal is not None, "send_raw needs a started TestClient (use it as a context)"
-    return portal.call(_call, client.app, scope, body)
+    response: RawResponse = portal.call(_call, client.app, scope, body)
+    return response
 
 
-async def _call(app: ASGIApp, scope: dict[str, object], body: bytes) -> RawResponse:
-    started: dict[str, object] = {}
+async def _call(app: ASGIApp, scope: dict[str, Any], body: bytes) -> RawResponse:
+    started: dict[str, Any] = {}
     chunks: list[bytes] = []
     finished = anyio.Event()
     requested = False
@@ -90,5 +92,5 @@ async def _call(app: ASGIApp, scope: dict[str, object], body: bytes) -> RawRespo
         with anyio.fail_after(60):
             await finished.wait()
         tasks.cancel_scope.cancel()
-    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in started.get("headers", [])}  # type: ignore[attr-defined]
-    return RawResponse(int(started.get("status", 0)), headers, b"".join(chunks))  # type: ignore[call-overload]
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in started.get("headers", [])}
+    return RawResponse(int(started.get("status", 0)), headers, b"".join(chunks))
