@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dhub.providers.config import ProvidersConfig
 
 EXECUTION_MODES = ("embedded", "distributed")
+log = logging.getLogger("dhub")
 
 
 @dataclass(frozen=True)
@@ -69,3 +72,37 @@ class Settings:
 
 def default_sqlite_url(data_dir: Path) -> str:
     return f"sqlite:///{data_dir / 'dhub.db'}"
+
+
+# The data directory holds the SQLite database and the admin token: only its owner may read
+# them, whatever the umask (store/db.py creates the SQLite files 0600, wherever they are).
+DATA_DIR_MODE = 0o700
+SECRETS = ("admin.token",)
+
+
+def secure_data_dir(directory: Path) -> None:
+    """Create the data directory as 0700, or take group and other access away from one that
+    exists (and from admin.token in it), logging what changed. Other files are left alone: a
+    data directory pointed at a shared folder by mistake loses no executable bit. A directory
+    the server may not change (another user's) stops the start with a message."""
+    directory.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
+    try:
+        private(directory)
+        for name in SECRETS:
+            if (directory / name).is_file():
+                private(directory / name)
+    except PermissionError as exc:
+        raise PermissionError(
+            f"The data directory {directory} (or a file in it) is readable by other users and "
+            f"this process may not change that ({exc.strerror}): run dhub as the directory's "
+            f"owner, or `chmod 700 {directory}` and `chmod 600 {directory}/admin.token`."
+        ) from exc
+
+
+def private(path: Path) -> None:
+    """Only the owner may use ``path``: group and other bits cleared, the owner's kept."""
+    current = stat.S_IMODE(path.stat().st_mode)
+    if current & 0o077:
+        os.chmod(path, current & ~0o077)
+        log.warning("%s was mode %o; made it %o (only its owner may use it)", path, current,
+                    current & ~0o077)  # fmt: skip

@@ -56,7 +56,7 @@ async def ensure_admin(db: Database, data_dir: Path, admin_token: str | None) ->
 
 
 def write_secret(path: Path, secret: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(secret + "\n")

@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-import orjson
 from fastapi import Depends, Request
 
 from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
-from dhub.domain.errors import FieldError, InvalidInput, TooLarge
+from dhub.domain.bounds import MAX_BODY_BYTES, MAX_PARAM_CHARS, parameter_problems, parse_document
+from dhub.domain.errors import InvalidInput, TooLarge
 from dhub.providers.registry import Providers
 from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
@@ -50,16 +50,46 @@ class Context:
 async def context(request: Request) -> Context:
     # One dependency rather than a chain (bearer scheme -> caller -> services): FastAPI's
     # dependency solving is a measurable share of a fast request (bench/api_latency.py).
+    # Every /api/v1 route depends on it, so it is also where parameters are checked.
+    check_parameters(request)
     svc: Services = request.app.state.services
     return Context(await svc.auth.authenticate(request.headers.get("authorization")), svc)
 
 
-# Agent documents are kilobytes; a body this large is a mistake or an attack, and it is refused
-# while it streams in rather than after it was held in memory whole.
-MAX_BODY_BYTES = 8 * 1024 * 1024
+def check_parameters(request: Request) -> None:
+    """Every path, query and header value within bounds (domain/bounds.py): no NUL character
+    (PostgreSQL cannot compare or store it), path and query values of bounded length. Typed
+    parameters (integers) are bounded by their types besides. The raw request is looked at
+    first: the values are only parsed one by one when something may be wrong."""
+    scope = request.scope
+    path: str = scope["path"]
+    query: bytes = scope["query_string"]
+    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    suspect_path = len(path) > MAX_PARAM_CHARS or "\x00" in path
+    suspect_query = len(query) > MAX_PARAM_CHARS or b"%00" in query or b"\x00" in query
+    suspect_headers = any(b"\x00" in value or b"\x00" in name for name, value in headers)
+    if suspect_path or suspect_query or suspect_headers:
+        _check_each(request)
+
+
+def _check_each(request: Request) -> None:
+    errors = []
+    for name, value in request.path_params.items():
+        if isinstance(value, str):
+            errors += parameter_problems("path", name, value)
+    for name, value in request.query_params.multi_items():
+        errors += parameter_problems("query", name, value)
+    for raw_name, raw_value in request.headers.raw:
+        if b"\x00" in raw_value or b"\x00" in raw_name:
+            name = raw_name.decode("latin-1")
+            errors += parameter_problems("header", name, raw_value.decode("latin-1"))
+    if errors:
+        raise InvalidInput(errors)
 
 
 async def json_body(request: Request) -> Any:
+    """The request body as JSON within the bounds of domain/bounds.py. A body over the size
+    limit is refused while it streams in rather than after it was held in memory whole."""
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -69,13 +99,7 @@ async def json_body(request: Request) -> Any:
                 "document."
             )
         chunks.append(chunk)
-    raw = b"".join(chunks)
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidInput(
-            [FieldError("", f"The request body is not valid JSON: {exc}.", "json_invalid")]
-        ) from exc
+    return parse_document(b"".join(chunks))
 
 
 Ctx = Annotated[Context, Depends(context)]

@@ -19,6 +19,7 @@ from dhub.store.agents import AgentFilter
 from dhub.store.resources import ResourceFilter
 
 MAX_PAGE = 200
+MAX_TAGS = 20  # each tag is one more condition of the query
 DEFAULT_PAGE = 50
 _ENUMS = {"mode": ("react", "workflow"), "input_mode": ("chat", "event")}
 _TEXT = ("q", "collection_id", "folder_id", "type", "cursor")
@@ -73,9 +74,9 @@ def parse_list_query(params: QueryParams) -> ListQuery:
             )
         enums[name] = value
     limit = _limit(params.get("limit"), errors)
+    tags = _tags(params, errors)
     if errors:
         raise InvalidInput(errors)
-    tags = tuple(t for raw in params.getlist("tags") for t in raw.split(",") if t)
     flt = AgentFilter(
         q=text["q"] or None,
         tags=tags,
@@ -104,6 +105,19 @@ def _limit(raw: str | None, errors: list[FieldError]) -> int:
             )
         )
     return limit
+
+
+def _tags(params: QueryParams, errors: list[FieldError]) -> tuple[str, ...]:
+    tags = tuple(t for raw in params.getlist("tags") for t in raw.split(",") if t)
+    if len(tags) > MAX_TAGS:
+        errors.append(
+            FieldError(
+                "/query/tags",
+                f"{len(tags)} tags were given; filter by at most {MAX_TAGS}.",
+                "too_many",
+            )
+        )
+    return tags
 
 
 # -- prompts, tools, actors, roles --------------------------------------------------------------
@@ -144,9 +158,9 @@ def parse_resource_query(params: QueryParams) -> ResourceQuery:
     errors: list[FieldError] = []
     text = {name: params.get(name) for name in _RESOURCE_TEXT}
     limit = _limit(params.get("limit"), errors)
+    tags = _tags(params, errors)
     if errors:
         raise InvalidInput(errors)
-    tags = tuple(t for raw in params.getlist("tags") for t in raw.split(",") if t)
     flt = ResourceFilter(
         q=text["q"] or None,
         name=text["name"],

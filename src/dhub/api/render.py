@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from dhub.api.responses import encode
 from dhub.services.agents import AgentView, Page
 from dhub.services.resources import ResourcePage, ResourceView
 from dhub.store.agents import AgentRecord
@@ -22,18 +23,20 @@ def _envelope(
     record: AgentRecord | ResourceRecord, owners: list[dict[str, Any]], scope: str | None
 ) -> bytes:
     head = orjson.dumps({"id": record.id})[:-1]  # b'{"id":"..."'
-    tail = orjson.dumps(
-        {
-            "markings": orjson.Fragment(record.markings),  # stored as JSON already
-            "created_at": record.created_at,
-            "updated_at": record.updated_at,
-            "owners": owners,
-            "my_share_scope": scope,
-            "is_builtin": record.is_builtin,
-            "item": record.id,
-            "version": record.version,
-        }
-    )[1:]  # b'"markings":...}'
+    fields = {
+        "markings": orjson.Fragment(record.markings),  # stored as JSON already
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "owners": owners,
+        "my_share_scope": scope,
+        "is_builtin": record.is_builtin,
+        "item": record.id,
+        "version": record.version,
+    }
+    try:
+        tail = orjson.dumps(fields)[1:]  # b'"markings":...}'
+    except TypeError:  # an owner's profile stored before the input bounds (responses.encode)
+        tail = encode({**fields, "markings": orjson.loads(record.markings)})[1:]
     body = record.document.encode()[1:-1]
     return b",".join((head, body, tail)) if body else head + b"," + tail
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import orjson
@@ -9,11 +10,22 @@ from fastapi.responses import Response
 from pydantic import BaseModel
 
 
+def encode(content: Any) -> bytes:
+    """JSON bytes: orjson, else the stdlib. Input bounds (domain/bounds.py) keep new values
+    within what orjson writes; a value stored before them (nested deeper than orjson's 254
+    levels, an integer beyond 64 bits) was written by the store's stdlib fallback, and must
+    not make every page that shows it fail."""
+    try:
+        return orjson.dumps(content)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(content, ensure_ascii=False, default=str).encode()
+
+
 class JSON(Response):
     media_type = "application/json"
 
     def render(self, content: Any) -> bytes:
-        return orjson.dumps(content)
+        return encode(content)
 
 
 class ErrorItem(BaseModel):

@@ -55,7 +55,7 @@ def decode_cursor(cursor: str) -> str:
         after = orjson.loads(raw)["after"]
     except (binascii.Error, ValueError, KeyError, TypeError):
         after = None
-    if not isinstance(after, str):
+    if not isinstance(after, str) or "\x00" in after:  # NUL: PostgreSQL cannot compare it
         raise InvalidInput(
             [
                 FieldError(

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, EmailStr, Field, ValidationError
 
 from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator, generate_token, hash_token
+from dhub.domain.bounds import ProfileJson, Url
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.pointers import from_validation_error
@@ -35,16 +36,16 @@ class NewUser(_Body):
     name: str
     display_name: str = Field(min_length=1, max_length=200)
     email: EmailStr | None = None
-    avatar_url: str | None = None
-    avatar_config: dict[str, Any] | None = None
+    avatar_url: Url | None = None
+    avatar_config: ProfileJson | None = None
     is_admin: bool = False
 
 
 class UserChanges(_Body):
     display_name: str | None = Field(default=None, min_length=1, max_length=200)
     email: EmailStr | None = None
-    avatar_url: str | None = None
-    avatar_config: dict[str, Any] | None = None
+    avatar_url: Url | None = None
+    avatar_config: ProfileJson | None = None
     is_admin: bool | None = None
 
 
@@ -59,7 +60,7 @@ class GroupChanges(_Body):
 
 class NewMarking(_Body):
     name: str
-    description: str = ""
+    description: str = Field(default="", max_length=2000)
 
 
 class Member(_Body):

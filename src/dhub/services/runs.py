@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from dhub.access.principal import Principal
 from dhub.access.tokens import principal_of
 from dhub.domain.agent import AgentSpec
+from dhub.domain.bounds import INT32_MAX
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.nodes import InputField
@@ -512,8 +513,9 @@ def _start_body(body: Any) -> tuple[dict[str, Any], int | None, str | None]:
         errors.append(FieldError("/inputs", "inputs should be an object of named values.", "type"))
     version = body.get("version")
     if version is not None and (not isinstance(version, int) or isinstance(version, bool)
-                                or version < 1):  # fmt: skip
-        errors.append(FieldError("/version", "version should be a whole number >= 1.", "type"))
+                                or not 1 <= version <= INT32_MAX):  # fmt: skip
+        errors.append(FieldError("/version", "version should be a whole number from 1 to "
+                                 f"{INT32_MAX}.", "type"))  # fmt: skip
     effort = body.get("reasoning_effort")
     if effort is not None and effort not in EFFORTS:
         errors.append(FieldError("/reasoning_effort", "reasoning_effort should be one of "
@@ -529,8 +531,9 @@ def _encode(run_id: str) -> str:
 
 def _decode(cursor: str) -> str:
     try:
-        return base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        after = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if "\x00" not in after:  # PostgreSQL cannot compare a NUL
+            return after
     except (ValueError, UnicodeDecodeError):
-        raise InvalidInput(
-            [FieldError("/query/cursor", "Not a cursor this API gave out.", "cursor")]
-        ) from None
+        pass
+    raise InvalidInput([FieldError("/query/cursor", "Not a cursor this API gave out.", "cursor")])

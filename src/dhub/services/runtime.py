@@ -26,7 +26,7 @@ from dhub.runtime.queue import QUEUE, RunQueue
 from dhub.runtime.worker import QueueWorker, handoff
 from dhub.sandbox.runner import SandboxRunner, SandboxSettings
 from dhub.services.runs import Graphs
-from dhub.settings import Settings
+from dhub.settings import Settings, secure_data_dir
 from dhub.store.db import Database
 
 
@@ -93,6 +93,7 @@ def _steps(hub: _Hub) -> Handler:
 async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) -> Runtime:
     """The runtime of one process, its database migrated. ``worker``: this process takes
     jobs (distributed mode; ignored when embedded, where the server executes everything)."""
+    secure_data_dir(settings.data_dir)
     db = Database(settings.database_url)
     await db.migrate()
     sandbox = SandboxRunner(SandboxSettings.from_env(settings.data_dir))

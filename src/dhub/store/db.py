@@ -17,6 +17,7 @@ Repositories receive a ``Conn``: one interface over the ways dhub talks to a dat
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -30,6 +31,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.base import Executable
 
+from dhub.settings import private
 from dhub.store import json_codec
 from dhub.store.bulk import Plan, PostgresBulk, SqliteBulk
 from dhub.store.inline import InlineConnection, InlineReader, Rows
@@ -300,8 +302,8 @@ def _busy(exc: OperationalError) -> bool:
 
 def _sqlite_engine(url: str) -> Engine:
     database = make_url(url).database
-    if database and database != ":memory:":
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    if database and database != ":memory:" and not database.startswith("file:"):
+        _private_file(Path(database))
     # check_same_thread=False: migrations run in a worker thread, and test clients run the
     # loop in a portal thread of their own.
     engine = create_engine(
@@ -313,6 +315,18 @@ def _sqlite_engine(url: str) -> Engine:
     )
     _configure_sqlite(engine)
     return engine
+
+
+def _private_file(database: Path) -> None:
+    """The database file only its owner may read (0600), created so before SQLite opens it:
+    SQLite gives its -wal, -shm and -journal files the database file's mode. Existing files
+    with a looser mode are tightened."""
+    database.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(database, os.O_RDWR | os.O_CREAT, 0o600))
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        path = database.with_name(database.name + suffix)
+        if path.exists():
+            private(path)
 
 
 def _configure_sqlite(engine: Engine) -> None:

@@ -12,6 +12,7 @@ from dhub.api.query import LIST_PARAMETERS, parse_list_query
 from dhub.api.render import agent_json, page_json
 from dhub.api.responses import ERROR_RESPONSES, JSON, ErrorBody, ErrorItem
 from dhub.domain.agent import AgentResponse, OwnerType
+from dhub.domain.bounds import VersionNumber
 
 _FORBIDDEN: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "Visible, but the caller lacks the scope needed"}
@@ -143,7 +144,7 @@ async def list_versions(agent_id: str, ctx: Ctx) -> Response:
 
 
 @router.get("/{agent_id}/versions/{version}", response_model=AgentResponse)
-async def get_version(agent_id: str, version: int, ctx: Ctx) -> Response:
+async def get_version(agent_id: str, version: VersionNumber, ctx: Ctx) -> Response:
     return _raw(agent_json(await ctx.svc.agents.version(ctx.who, agent_id, version)))
 
 

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Request, Response
 
 from dhub.api.deps import Ctx, json_body
 from dhub.api.responses import ERROR_RESPONSES, JSON
+from dhub.domain.bounds import INT32_MAX
 from dhub.domain.errors import FieldError, InvalidInput
 
 router = APIRouter(responses=ERROR_RESPONSES)
@@ -192,7 +193,10 @@ async def audit_log(
         raise InvalidInput(
             [FieldError("/query/limit", "'limit' is a whole number from 1 to 200.", "out_of_range")]
         )
-    if cursor is not None and not cursor.isdigit():
+    # An audit id (a 32-bit column): anything else is not a cursor this API gave out.
+    if cursor is not None and not (
+        cursor.isascii() and cursor.isdigit() and len(cursor) <= 10 and int(cursor) <= INT32_MAX
+    ):
         raise InvalidInput(
             [
                 FieldError(

@@ -13,6 +13,7 @@ from dhub.api.query import RESOURCE_LIST_PARAMETERS, parse_resource_query
 from dhub.api.render import resource_json, resource_page_json
 from dhub.api.responses import ERROR_RESPONSES, JSON, ErrorBody
 from dhub.api.routers.agents import AgentVersionList, Grant, GrantList, ValidationResult
+from dhub.domain.bounds import VersionNumber
 from dhub.domain.resources import CATEGORIES, KINDS, ResourceKind
 
 _FORBIDDEN: dict[int | str, dict[str, Any]] = {
@@ -164,7 +165,7 @@ def build_router(kind: ResourceKind) -> APIRouter:
         name=f"get_{category}_version",
         summary=f"Get one version of a {category}",
     )
-    async def version(resource_id: str, version: int, ctx: Ctx) -> Response:
+    async def version(resource_id: str, version: VersionNumber, ctx: Ctx) -> Response:
         view = await ctx.svc.resources.version(ctx.who, category, resource_id, version)
         return _raw(resource_json(view))
 

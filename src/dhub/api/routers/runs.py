@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-import orjson
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from dhub.api.deps import Ctx, json_body
-from dhub.api.responses import ERROR_RESPONSES, JSON
+from dhub.api.responses import ERROR_RESPONSES, JSON, encode
+from dhub.domain.bounds import SeqNumber
 from dhub.store.runs import CommandRecord, EventRecord, RunRecord
 
 router = APIRouter(tags=["runs"], responses=ERROR_RESPONSES)
@@ -160,14 +160,18 @@ async def run_events(
     run_id: str,
     request: Request,
     ctx: Ctx,
-    after: int = Query(0, ge=0, description="Only events after this seq."),
+    # Annotated: a Query() default would drop the bounds of SeqNumber.
+    after: Annotated[SeqNumber, Query(description="Only events after this seq.")] = 0,
     limit: int = Query(500, ge=1, le=5000),
+    last_event_id: Annotated[
+        SeqNumber | None,
+        Header(description="An event stream resumes after this seq (the last `id:` received)."),
+    ] = None,
 ) -> Any:
     """The run's events as JSON, or (``Accept: text/event-stream``) as a live stream that ends
     with the run; ``Last-Event-ID`` resumes a stream after the last event it received."""
     if "text/event-stream" in request.headers.get("accept", ""):
-        resume = request.headers.get("last-event-id", "")
-        start = int(resume) if resume.isdigit() else after
+        start = after if last_event_id is None else last_event_id
         await ctx.svc.runs.get(ctx.who, run_id)
         return stream_events(ctx.svc.runs.follow(run_id, start))
     events = await ctx.svc.runs.events(ctx.who, run_id, after, limit)
@@ -180,7 +184,7 @@ def stream_events(events: AsyncIterator[EventRecord | None]) -> StreamingRespons
             if event is None:
                 yield b": keep-alive\n\n"
                 continue
-            data = orjson.dumps(event_json(event))
+            data = encode(event_json(event))
             yield b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.type.encode(), data)
 
     return StreamingResponse(
