@@ -78,7 +78,7 @@ def letters_of(url: str, run_id: str) -> list[inbox.Letter]:
 
 def test_racing_answers_to_one_task_one_is_applied(client: TestClient, settings: Settings) -> None:
     """Six people answer the same form at once: one answer is saved (202) and applied, the
-    others get 409; the run records one answer, the one that got the 202."""
+    others are refused; the run records one answer, the one that got the 202."""
     run, path = ask(client)
     start = threading.Barrier(6)
     results: dict[str, int] = {}
@@ -93,7 +93,9 @@ def test_racing_answers_to_one_task_one_is_applied(client: TestClient, settings:
     for thread in threads:
         thread.join()
     [winner] = [choice for choice, status in results.items() if status == 202]
-    assert sorted(results.values()) == [202] + [409] * 5, results
+    # The others: 409 (an answer is saved already), or 404 if checked once it was applied
+    # (the run no longer waits for that), depending on how late each came.
+    assert set(results.values()) - {202} <= {404, 409} and len(results) == 6, results
     done = run_until(client, run, "succeeded", "failed")
     assert done["outputs"] == {"choice": winner}
     assert received(client, run) == 1
@@ -178,7 +180,7 @@ class NoFunctions:
 
 
 def executor(db: Database, document: dict[str, Any], owner: str, **options: Any) -> RunExecutor:
-    async def graphs(agent_id: str, version: int) -> CompiledGraph:
+    async def graphs(agent_id: str, version: int, user_id: str) -> CompiledGraph:
         return compile_document(document)
 
     functions: Any = NoFunctions()
