@@ -22,6 +22,9 @@ from dhub.store import agents, inbox
 from dhub.store import runs as store
 from dhub.store.db import Database
 from tests.integration.test_durable_runs import new_run, until
+from tests.integration.test_react_runs_api import DONE, LOOKUP, SUPPORT, approve, log, say
+from tests.integration.test_react_runs_api import REFUND as REFUND_CALL
+from tests.integration.test_react_runs_api import server as react_server
 from tests.integration.test_runs_api import API, REFUND, create, ok
 from tests.integration.test_runs_api import until as run_until
 from tests.integration.test_runs_store import agent_row
@@ -157,6 +160,24 @@ def test_an_approval_with_edited_arguments_is_applied_once(
     assert done["outputs"] == {"paid": 7}
     assert received(client, run["id"], "confirmation.received") == 1
     assert letters_of(settings.database_url, run["id"]) == []
+
+
+def test_a_react_agents_approval_is_applied_once(settings: Settings) -> None:
+    """The support agent's refund, approved with an edited amount: the decision is saved,
+    consumed by the step that runs the call, and gone from the inbox with it."""
+    with react_server(settings, [LOOKUP, REFUND_CALL, DONE]) as client:
+        agent = ok(client.post(f"{API}/agents", json=SUPPORT), 201)["id"]
+        _, run = say(client, agent, "Please refund order A-1001")
+        assert run_until(client, run, "waiting", "failed")["waiting"]["for"] == "confirmation"
+        task = approve(client, run, arguments={"order_id": "A-1001", "amount": 12.5})
+        path = f"{API}/runs/{run}/confirmations/{task['command_id']}"
+        assert client.post(path, json={"approve": True}).status_code in (404, 409)
+        done = run_until(client, run, "succeeded", "failed")
+        assert received(client, run, "confirmation.received") == 1
+        refunds = [e for e in log(client, run) if e["type"] == "tool.succeeded"][1:]
+    assert done["outputs"] == {"answer": DONE}
+    assert [e["data"]["result"] for e in refunds] == [{"order_id": "A-1001", "refunded": 12.5}]
+    assert letters_of(settings.database_url, run) == []
 
 
 # -- through the executor -------------------------------------------------------------------
