@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 
 class Stopped(Exception):
-    """The server is shutting down (or evicting the run): the run stops where it is, unsaved
+    """The server is shutting down (or draining): the run stops where it is, unsaved
     beyond its last step, to be resumed."""
 
 
