@@ -321,3 +321,27 @@ def test_a_queued_run_gets_one_job_whatever_the_sweeps(
 
     asyncio.run(sweep())
     assert sorted(run for run, _ in jobs(pg_schema)) == sorted(runs)
+
+
+def test_an_answer_is_saved_before_the_202_while_no_worker_runs(distributed: Settings) -> None:
+    """The run parks; with no worker running, its answer is saved (202), a second answer to
+    the task is 409 and the form is no longer listed; the first worker to start applies the
+    saved answer, once."""
+    with serve(distributed) as client:
+        agent = create(client, TRIAGE)
+        urgent = {"inputs": {"ticket": "Total outage since 9am", "customer": "acme"}}
+        run = ok(client.post(f"{API}/agents/{agent}/runs", json=urgent), 202)["id"]
+        assert until(client, run, "waiting", "failed")["status"] == "waiting"
+    answer = f"{API}/runs/{run}/inputs/approve"
+    with serve(distributed, worker=False) as api:
+        ok(api.post(answer, json={"values": {"escalate": False}}), 202)
+        second = api.post(answer, json={"values": {"escalate": True}})
+        assert second.status_code == 409, second.text
+        assert ok(api.get(f"{API}/tasks"))["data"] == []
+        assert ok(api.get(f"{API}/runs/{run}"))["status"] == "waiting"
+    with serve(distributed) as client:
+        done = until(client, run, "succeeded", "failed")
+        events = ok(client.get(f"{API}/runs/{run}/events"))["data"]
+        assert client.post(answer, json={"values": {"escalate": True}}).status_code == 404
+    assert done["outputs"] == {"category": "bug", "summary": "URGENT bug from acme; escalate=False"}
+    assert [e["type"] for e in events].count("input.received") == 1

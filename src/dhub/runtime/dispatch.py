@@ -1,7 +1,11 @@
 """How a run reaches whoever executes it (DESIGN.md 7): the dispatch port.
 
+In both, a person's answer or decision is saved in the run's inbox (runtime/mail.py) in a
+transaction of its own before ``hand`` returns: the API acknowledges only what is saved.
+
 - ``InProcess`` (the embedded default): the server's own executor starts the run once its
-  row is committed, and the API hands answers, decisions and cancellations to it directly.
+  row is committed; once an answer is saved, the executor tells the run (or wakes it), and
+  it hands cancellations to the run directly.
 - ``Queued`` (distributed mode): the run's job is deferred in the transaction that creates
   the run (runtime/queue.py); an answer, a decision or a cancellation is left in the run's
   inbox (store/inbox.py), a job is queued for the run in the same transaction (for a parked
@@ -17,6 +21,7 @@ from typing import Any, Protocol
 from sqlalchemy import bindparam, text
 
 from dhub.domain.ids import now_ms
+from dhub.runtime import mail
 from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import Answer, Decision
 from dhub.runtime.queue import RunQueue
@@ -39,9 +44,9 @@ class Dispatch(Protocol):
     ) -> None:
         """After that transaction committed."""
 
-    async def hand(self, run_id: str, command_id: str, value: Answer | Decision) -> bool:
-        """Give the run a person's answer or decision; False when it cannot be delivered
-        (the run no longer waits for it, or another process holds it)."""
+    async def hand(self, run_id: str, command_id: str, value: Answer | Decision) -> mail.Outcome:
+        """Save a person's answer or decision for the run ("saved": committed, the run will
+        apply it), unless the task has an answer saved already or is no longer open."""
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel the run where it executes live; False when no process holds it (then the
@@ -62,10 +67,8 @@ class InProcess:
     ) -> None:
         self.executor.start(run, context, conversation)
 
-    async def hand(self, run_id: str, command_id: str, value: Answer | Decision) -> bool:
-        if isinstance(value, Answer):
-            return await self.executor.answer(run_id, command_id, value)
-        return await self.executor.decide(run_id, command_id, value)
+    async def hand(self, run_id: str, command_id: str, value: Answer | Decision) -> mail.Outcome:
+        return await self.executor.hand(run_id, command_id, value)
 
     async def cancel(self, run_id: str) -> bool:
         return await self.executor.cancel(run_id)
@@ -88,10 +91,16 @@ class Queued:
     ) -> None:
         return None  # its job is in the queue
 
-    async def hand(self, run_id: str, command_id: str, value: Answer | Decision) -> bool:
-        kind = "answer" if isinstance(value, Answer) else "decision"
-        await self.post(inbox.Letter(run_id, command_id, kind, payload_of(value)))
-        return True
+    async def hand(self, run_id: str, command_id: str, value: Answer | Decision) -> mail.Outcome:
+        """The letter, a job for the run (it may be parked) and a NOTIFY to the worker that
+        may hold it, in one transaction."""
+        async with self.db.write() as conn:
+            letter = mail.letter_of(run_id, command_id, value)
+            outcome = await mail.leave(conn, letter, now_ms())
+            if outcome == "saved":
+                await self.queue.enqueue(conn, run_id)
+                await notify(conn, INBOX_CHANNEL, [run_id])
+        return outcome
 
     async def cancel(self, run_id: str, wait: float = 5.0) -> bool:
         """Ask the worker holding the run; True once the run ended, False when no worker
@@ -127,18 +136,3 @@ async def notify(conn: Conn, channel: str, run_ids: Sequence[str]) -> None:
     """NOTIFY ``channel`` once per run id, delivered when ``conn``'s transaction commits."""
     if run_ids:
         await conn.execute(_NOTIFY, {"channel": channel, "ids": sorted(set(run_ids))})
-
-
-def payload_of(value: Answer | Decision) -> dict[str, Any]:
-    if isinstance(value, Answer):
-        return {"values": value.values, "by": value.responded_by}
-    return {"approve": value.approve, "arguments": value.arguments, "reason": value.reason,
-            "by": value.by}  # fmt: skip
-
-
-def value_of(letter: inbox.Letter) -> Answer | Decision:
-    p = letter.payload
-    if letter.kind == "answer":
-        return Answer(dict(p.get("values") or {}), p.get("by"))
-    return Decision(bool(p.get("approve")), p.get("arguments"), str(p.get("reason") or ""),
-                    p.get("by"))  # fmt: skip

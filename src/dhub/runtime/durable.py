@@ -6,9 +6,12 @@ opened and closed (store/runs.py). A run whose process died is found by its laps
 resumed from its saved state: the calls it was waiting on run again, timers are re-armed at their
 own times, people are asked again; nothing whose result was saved runs twice.
 
-People answer through the API: ``answer`` and ``decide`` hand the answer to the run's task. The
-task of a run waiting for a person stays in memory for now (a bounded cache that evicts waiting
-runs and resumes them on the answer is the planned next step).
+People answer through the API: ``answer`` and ``decide`` save the answer in the run's inbox
+(runtime/mail.py) before anything else, then tell the run (``mail``): live here, it reads its
+inbox; parked, it is woken and reads it as it loads. The step that consumes an answer deletes
+its letter in the same transaction, so an acknowledged answer is never lost nor applied twice.
+Each server also sweeps the inbox every ``timer_poll`` seconds (and at start-up): a letter
+saved just before a crash, or for a run another server holds, reaches its run that way.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from dhub.engine.state import (
 from dhub.runtime import journal
 from dhub.runtime.executor import RunResult, resume_workflow, run_workflow
 from dhub.runtime.group_commit import AfterWrite, GroupCommitter
+from dhub.runtime.mail import Outcome, leave, letter_of
 from dhub.runtime.ports import Answer, Clock, Decision, FunctionPort, ModelPort
 from dhub.runtime.run_writer import (
     Live,
@@ -42,6 +46,7 @@ from dhub.runtime.run_writer import (
     Stopped,
     start_state,
 )
+from dhub.store import inbox
 from dhub.store import runs as store
 from dhub.store.db import Database
 
@@ -59,6 +64,7 @@ class _Loaded:
     graph: CompiledGraph
     state: dict[str, Any]
     commands: list[Command]  # the run's pending commands, oldest first
+    letters: list[inbox.Letter]  # its inbox, read with its state
 
 
 class RunExecutor:
@@ -68,7 +74,7 @@ class RunExecutor:
     seconds) leaves memory: its last step gives the lease up, and the run is *parked* in the
     database. An answer wakes it (``answer``/``decide``, from any server process), and so does
     its timer (polled every ``timer_poll`` seconds, and once at start-up: timeouts that expired
-    while the server was down fire then)."""
+    while the server was down fire then), as do letters found in the inbox by the same poll."""
 
     def __init__(
         self,
@@ -132,11 +138,12 @@ class RunExecutor:
 
     async def recover(self) -> list[str]:
         """Resume every unfinished run no worker holds (after a restart), except parked ones,
-        and wake the parked runs whose timers are due."""
+        and wake the parked runs whose timers are due or that have answers waiting."""
         self._start_chores()
         resumed = await self._resume_lapsed()
         if self.handoff is None:
             await self._wake_due()
+            await self._sweep_inbox()
         return resumed
 
     async def _resume_lapsed(self) -> list[str]:
@@ -150,43 +157,74 @@ class RunExecutor:
             self._wake(run_id)
         return resumed
 
-    async def run_here(self, run_id: str, early: dict[str, Answer | Decision]) -> None:
+    async def run_here(self, run_id: str) -> None:
         """A worker's job: execute the run in this process until it ends, parks or stops
-        (unless another process holds it). ``early``: answers and decisions left for it."""
+        (unless another process holds it); it reads its inbox as it loads."""
         live = self._live.get(run_id)
         if live is None:
-            live = self._wake(run_id, ServerPeople(early))
+            live = self._wake(run_id)
         else:
-            await self.give(run_id, early)
+            await self.mail(run_id)
         await asyncio.wait([live.task])
 
-    async def give(self, run_id: str, values: dict[str, Answer | Decision]) -> None:
-        """Hand answers and decisions to a run live here (its job brings them otherwise)."""
-        live = self._live.get(run_id)
-        if live is None:
-            return
-        await live.loaded.wait()
-        for command_id, value in values.items():
-            if live.journal is None or live.task.done():
+    async def mail(self, run_id: str) -> None:
+        """Tell the run that its inbox has letters: live here, it reads them; parked, it is
+        woken (embedded mode; a worker gets a job for it) and reads them as it loads. A run
+        held by another process gets them from that process's inbox sweep."""
+        for _ in range(3):  # a run parking (or ending) as the letter comes is woken anew
+            live = self._live.get(run_id)
+            if live is None:
+                if self.handoff is None:
+                    self._wake(run_id)
                 return
-            if not live.people.deliver(command_id, value) and isinstance(
-                live.journal.issued.get(command_id), AwaitInput | AwaitConfirmation
-            ):
-                live.people.early[command_id] = value  # it asks in a moment
+            await live.loaded.wait()
+            if not live.parking and not live.task.done():
+                await self._read_mail(run_id, live)
+                if not live.parking and not live.task.done():
+                    return
+            await asyncio.wait([live.task])
+
+    async def _read_mail(self, run_id: str, live: Live) -> None:
+        async with self.db.read() as conn:
+            found = await inbox.letters(conn, run_id)
+        self._offer(live, found)
+
+    async def _drop_moot(
+        self, run_id: str, outstanding: list[Command], letters: list[inbox.Letter]
+    ) -> list[inbox.Letter]:
+        """The letters for tasks the run has open (and cancellations); the others are
+        deleted (none should be left: the step closing a task takes its letter), so that they
+        never wake the run again."""
+        asks = {c.command_id for c in outstanding if isinstance(c, AwaitInput | AwaitConfirmation)}
+        kept = [x for x in letters if x.kind == inbox.CANCEL or x.command_id in asks]
+        if len(kept) < len(letters):
+            moot = [(run_id, x.command_id) for x in letters if x not in kept]
+            async with self.db.write() as conn:
+                await inbox.settle(conn, moot, [])
+        return kept
+
+    @staticmethod
+    def _offer(live: Live, letters: list[inbox.Letter]) -> None:
+        """Hand the run the letters for tasks it has open (a letter for anything else is
+        moot: its task closed as it was saved, and that step removed it)."""
+        issued = live.journal.issued if live.journal is not None else {}
+        for letter in letters:
+            if isinstance(issued.get(letter.command_id), AwaitInput | AwaitConfirmation):
+                live.people.offer(letter)
 
     def live_ids(self) -> list[str]:
         return list(self._live)
 
-    def _spawn(self, run_id: str, work: Work, people: ServerPeople | None = None) -> Live:
-        live = Live(people or ServerPeople())
+    def _spawn(self, run_id: str, work: Work) -> Live:
+        live = Live(ServerPeople())
         self._live[run_id] = live
         live.task = asyncio.ensure_future(work(live))
         live.task.add_done_callback(lambda task: self._forget(run_id, live))
         self._start_chores()
         return live
 
-    def _wake(self, run_id: str, people: ServerPeople | None = None) -> Live:
-        return self._spawn(run_id, lambda live: self._resume(live, run_id), people)
+    def _wake(self, run_id: str) -> Live:
+        return self._spawn(run_id, lambda live: self._resume(live, run_id))
 
     def _forget(self, run_id: str, live: Live) -> None:
         live.loaded.set()
@@ -256,11 +294,12 @@ class RunExecutor:
             run = await store.get_run(conn, run_id)
             saved = await store.load_state(conn, run_id)
             rows = await store.pending_commands(conn, run_id)
+            letters = await inbox.letters(conn, run_id)
         if run is None:
             return None
         graph = await self._graphs(run.agent_id, run.agent_version, run.user_id)
         commands = [journal.command_from(r.kind, r.payload) for r in rows]
-        return _Loaded(run, graph, saved, commands)
+        return _Loaded(run, graph, saved, commands, letters)
 
     async def _resume(self, live: Live, run_id: str) -> RunResult | None:
         loaded = await self._load(run_id)
@@ -274,12 +313,15 @@ class RunExecutor:
             return await self._first_steps(
                 live, run, loaded.graph, context, start.get("conversation")
             )
+        state = RunState.from_dict(loaded.state)
+        outstanding = [c for c in loaded.commands if getattr(c, "command_id", "") in state.pending]
+        letters = await self._drop_moot(run_id, outstanding, loaded.letters)
+        if _nothing_to_do(outstanding, letters):
+            await self._release(run_id, None)  # woken for nothing: parked as it was
+            return None
         writer = self._journal(live, run, loaded.state)
         writer.issued = {c.command_id: c for c in loaded.commands}  # type: ignore[union-attr]
-        state = RunState.from_dict(loaded.state)
-        # Answers for what it no longer waits on would keep it from ever parking.
-        live.people.early = {k: v for k, v in live.people.early.items() if k in state.pending}
-        outstanding = [c for c in loaded.commands if getattr(c, "command_id", "") in state.pending]
+        self._offer(live, letters)
         try:
             return await resume_workflow(
                 loaded.graph, state, outstanding, functions=self._functions(_owner(run)),
@@ -289,8 +331,8 @@ class RunExecutor:
         finally:
             await self._release(run_id, writer)
 
-    async def _release(self, run_id: str, writer: RunWriter) -> None:
-        if writer.released:
+    async def _release(self, run_id: str, writer: RunWriter | None) -> None:
+        if writer is not None and writer.released:
             return  # its last step gave the lease up (it ended, or it is parked)
         with contextlib.suppress(Exception):  # a lapsed lease is taken over anyway
             async with self.db.write() as conn:
@@ -329,6 +371,7 @@ class RunExecutor:
             with contextlib.suppress(Exception):
                 if self.handoff is None:
                     await self._wake_due()
+                    await self._sweep_inbox()
                 if time.monotonic() - swept >= self.lease_seconds:
                     swept = time.monotonic()
                     await self._resume_lapsed()
@@ -340,48 +383,40 @@ class RunExecutor:
             if run_id not in self._live:
                 self._wake(run_id)
 
+    async def _sweep_inbox(self) -> None:
+        """Letters waiting for unfinished runs (embedded mode): runs live here read them
+        (a run another server held when its answer came), runs nobody holds are woken (one
+        parked when the server that saved its answer died, or whose holder died)."""
+        async with self.db.read() as conn:
+            addressed = await inbox.addressed(conn)
+        now = now_ms()
+        for run_id, lease_expires_at in addressed:
+            if run_id in self._live:
+                await self.mail(run_id)
+            elif lease_expires_at is None or lease_expires_at <= now:
+                self._wake(run_id)
+
     # -- people, cancellation ---------------------------------------------------------------
 
     async def answer(self, run_id: str, command_id: str, answer: Answer) -> bool:
-        """Hand a person's answer to the run, waking it if it is parked; False when the run
-        does not wait for this (any more), or another server holds it."""
-        return await self._hand(run_id, command_id, answer, AwaitInput)
+        """Save a person's answer for the run, then tell the run (``hand``); False when the
+        run does not wait for it (any more), or has an answer to that task already."""
+        return await self.hand(run_id, command_id, answer) == "saved"
 
     async def decide(self, run_id: str, command_id: str, decision: Decision) -> bool:
-        return await self._hand(run_id, command_id, decision, AwaitConfirmation)
+        return await self.hand(run_id, command_id, decision) == "saved"
 
-    async def _hand(
-        self,
-        run_id: str,
-        command_id: str,
-        value: Answer | Decision,
-        kind: type[AwaitInput] | type[AwaitConfirmation],
-    ) -> bool:
-        for _ in range(3):  # a run parking as the answer comes is woken again, at most twice
-            live = self._live.get(run_id)
-            woken = live is None
-            if live is None:
-                live = self._wake(run_id)
-            await live.loaded.wait()
-            if live.parking:
-                await asyncio.wait([live.task])
-                continue
-            if live.task.done() or live.journal is None:
-                return False  # another server holds it, or it ended
-            if live.people.deliver(command_id, value):
-                return True
-            if isinstance(live.journal.issued.get(command_id), kind):
-                live.people.early[command_id] = value  # it asks in a moment
-                return True
-            if woken:  # woken for nothing: back to the database
-                await self._evict(live)
-            return False
-        return False
-
-    async def _evict(self, live: Live) -> None:
-        live.evicting = True
-        live.task.cancel()
-        await asyncio.wait([live.task])
+    async def hand(self, run_id: str, command_id: str, value: Answer | Decision) -> Outcome:
+        """The answer or decision is saved in the run's inbox (its own transaction) before
+        this returns "saved"; the run gets it from there, whatever happens next."""
+        async with self.db.write() as conn:
+            outcome = await leave(conn, letter_of(run_id, command_id, value), now_ms())
+        if outcome == "saved":
+            try:
+                await self.mail(run_id)
+            except Exception as exc:  # saved all the same: the inbox sweep brings it
+                log.warning("run %s: its answer is saved, not handed over yet: %r", run_id, exc)
+        return outcome
 
     async def cancel(self, run_id: str) -> bool:
         """Cancel a live run: its task saves a cancelled step, then ends."""
@@ -451,3 +486,15 @@ class Handoff:
 
 def _owner(run: store.RunRecord) -> str:
     return f"{run.agent_id}@{run.agent_version}"
+
+
+def _nothing_to_do(outstanding: list[Command], letters: list[inbox.Letter]) -> bool:
+    """A run woken while it waits for people only, none of whom answered (a stale job, a
+    letter consumed meanwhile): it has nothing to do, and stays parked."""
+    answered = {letter.command_id for letter in letters}
+    if inbox.CANCEL in answered:
+        return False  # a worker's job cancels it once it is loaded
+    return bool(outstanding) and all(
+        isinstance(c, AwaitInput | AwaitConfirmation) and c.command_id not in answered
+        for c in outstanding
+    )

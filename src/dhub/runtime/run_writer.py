@@ -4,8 +4,9 @@ people who answer it.
 ``RunWriter`` saves each step of one run through the group committer: the state patch, the
 step's events (streamed deltas coalesced in front), the commands it opened and closed, the
 run's new status, a chat turn's reply; a step that leaves the run waiting only for people
-(or a distant timer) gives the lease up (the run *parks*). ``ServerPeople`` is the human port
-of a run executing in a server: answers handed over by the API.
+(or a distant timer) gives the lease up (the run *parks*); a step that consumes an answer
+takes its letter out of the run's inbox in the same transaction. ``ServerPeople`` is the
+human port of a run executing in a server: answers read from the inbox.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ from dhub.engine.state import (
     Fail,
     Step,
 )
-from dhub.runtime import checkpoints, journal
+from dhub.runtime import checkpoints, journal, mail
 from dhub.runtime.deltas import coalesce
 from dhub.runtime.executor import RunResult
 from dhub.runtime.group_commit import GroupCommitter
 from dhub.runtime.ports import Answer, Decision
+from dhub.store import inbox
 from dhub.store import runs as store
 from dhub.store.step_batch import Reply, StepRows, StepWrite
 
@@ -40,7 +42,7 @@ log = logging.getLogger(__name__)
 
 
 class Stopped(Exception):
-    """The server is shutting down (or evicting the run): the run stops where it is, unsaved
+    """The server is shutting down (or draining): the run stops where it is, unsaved
     beyond its last step, to be resumed."""
 
 
@@ -50,12 +52,16 @@ class Parked(Exception):
 
 
 class ServerPeople:
-    """The human port of one server run: a task waits until the API delivers an answer. An
-    answer that arrives before the run asks (it was just woken) waits in ``early``."""
+    """The human port of one server run: a task waits until a letter from the run's inbox
+    answers it (``offer``: the executor reads the inbox when the run loads, and when told it
+    has mail). A letter for a task the run has not asked yet (it was just woken) waits in
+    ``early``. Each letter is taken once: one read again before the step that consumed it
+    is saved (and it leaves the inbox) is ignored."""
 
-    def __init__(self, early: dict[str, Answer | Decision] | None = None) -> None:
+    def __init__(self) -> None:
         self._waiting: dict[str, asyncio.Future[Any]] = {}
-        self.early: dict[str, Answer | Decision] = dict(early or {})
+        self.early: dict[str, Answer | Decision] = {}
+        self._seen: set[str] = set()  # ids of the letters offered already
 
     async def ask(self, request: AwaitInput, problem: str | None = None) -> Answer:
         answer: Answer = await self._wait(request.command_id)
@@ -75,12 +81,17 @@ class ServerPeople:
         finally:
             self._waiting.pop(command_id, None)
 
-    def deliver(self, command_id: str, value: Answer | Decision) -> bool:
-        future = self._waiting.get(command_id)
-        if future is None or future.done():
-            return False
-        future.set_result(value)
-        return True
+    def offer(self, letter: inbox.Letter) -> None:
+        key = mail.letter_id(letter)
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        value = mail.value_of(letter)
+        future = self._waiting.get(letter.command_id)
+        if future is not None and not future.done():
+            future.set_result(value)
+        else:
+            self.early[letter.command_id] = value
 
 
 @dataclass
@@ -92,7 +103,6 @@ class Live:
     journal: RunWriter | None = None
     loaded: asyncio.Event = field(default_factory=asyncio.Event)  # journal set, or task ended
     parking: bool = False  # its last step gives the lease up: answers must wake it anew
-    evicting: bool = False  # stopped on purpose (nothing to do here): save nothing more
 
 
 @dataclass
@@ -127,17 +137,17 @@ class RunWriter:
             await self._step(step)
 
     async def _step(self, step: Step) -> None:
-        if self.stopping() or self.live.evicting:
+        if self.stopping():
             # A shutdown, not a decision about the run: save nothing (not even the cancelled
             # step the executor makes of it); the lease lapses and a later start resumes it.
             raise Stopped(self.run_id)
         patch, after = checkpoints.advance(self.before, vars(step.state))
         if not patch and not step.events and not step.commands and not self.shown:
             return  # nothing happened (a result for a command abandoned earlier)
-        write = self._write(step, patch)
+        write, taken = self._write(step, patch)
         if write.release and not write.ended:
             self.live.parking = True
-        saving = self.committer.save(write)
+        saving = self.committer.save(write, taken)
         try:
             await asyncio.shield(saving)
         except asyncio.CancelledError:
@@ -154,11 +164,17 @@ class RunWriter:
         if self.draining() and not write.ended:
             raise Stopped(self.run_id)
 
-    def _write(self, step: Step, patch: checkpoints.Patch) -> StepWrite:
+    def _write(
+        self, step: Step, patch: checkpoints.Patch
+    ) -> tuple[StepWrite, list[tuple[str, str]]]:
+        """The step's write, and the inbox letters it takes: those of the tasks it closes
+        (answered, timed out, cancelled) and of the answers it refused (the task stays open
+        for another one)."""
         at = now_ms()
         opened = [c for c in step.commands if journal.kind_of(c) is not None]
         self.issued.update({c.command_id: c for c in opened})  # type: ignore[union-attr]
-        closed = self._closed(step)
+        taken = [(self.run_id, command_id) for command_id in self._refused(step)]
+        closed = self._closed(step, taken)
         status, waiting = journal.waiting(step.state, list(self.issued.values()))
         self.status, self.waiting = status, waiting
         # Deltas streamed before this step come first: they happened before its events.
@@ -182,7 +198,7 @@ class RunWriter:
             outputs=step.state.outputs if ended else None,
             error=step.state.error if ended else None, release=ended or park, reply=reply,
             wake_at=min(timers) if park and timers else None,
-        )  # fmt: skip
+        ), taken  # fmt: skip
 
     def show(self, event: dict[str, Any]) -> None:
         """A model's delta as it streams: saved as soon as the previous write of this run is
@@ -199,7 +215,7 @@ class RunWriter:
     async def _flush(self) -> None:
         while self.shown:
             async with self.writing:
-                if not self.shown or self.stopping() or self.live.evicting:
+                if not self.shown or self.stopping():
                     return
                 events = self._take_shown()
                 rows = StepRows(self.run_id, self.step, self.next_seq, [], events, [], {},
@@ -226,14 +242,31 @@ class RunWriter:
         self.before = after
         self.notify(self.run_id)
 
-    def _closed(self, step: Step) -> dict[str, store.Closing]:
+    def _closed(self, step: Step, taken: list[tuple[str, str]]) -> dict[str, store.Closing]:
+        """The commands the step closed (the human tasks among them into ``taken``)."""
         cancelled = {i for c in step.commands if isinstance(c, Cancel) for i in c.command_ids}
         closed: dict[str, store.Closing] = {}
-        for command_id in list(self.issued):
+        for command_id, command in list(self.issued.items()):
             if command_id not in step.state.pending:
                 closed[command_id] = "cancelled" if command_id in cancelled else "done"
                 del self.issued[command_id]
+                if isinstance(command, AwaitInput | AwaitConfirmation):
+                    taken.append((self.run_id, command_id))
         return closed
+
+    def _refused(self, step: Step) -> list[str]:
+        """The tasks whose answer the step refused (``input.rejected``): the task stays open,
+        its letter is consumed."""
+        refused = {
+            (event.get("frame", ""), event.get("node_id"))
+            for event in step.events
+            if event.get("type") == "input.rejected"
+        }
+        return [
+            command_id
+            for command_id, command in self.issued.items()
+            if isinstance(command, AwaitInput) and (command.frame, command.node_id) in refused
+        ]
 
 
 def start_state(

@@ -1,11 +1,12 @@
 """A worker of distributed mode (DESIGN.md 7): run jobs from the queue, executed by this
 process's RunExecutor.
 
-- A job (``dhub.run``) executes its run here until the run ends, parks or stops; what the API
-  left in the run's inbox goes with it (answers, decisions; a cancellation cancels it).
-- A NOTIFY on the inbox channel hands new letters to runs this worker holds live.
-- Each step commit settles the inbox, schedules a parked run's timer as a job, and notifies
-  the API processes (``after_write``).
+- A job (``dhub.run``) executes its run here until the run ends, parks or stops; the run reads
+  what the API left in its inbox as it loads (answers, decisions; a cancellation cancels it).
+- A NOTIFY on the inbox channel tells runs this worker holds live to read their inbox.
+- Each step commit removes the letters of runs that ended (the group committer removes those
+  a step consumed), schedules a parked run's timer as a job, and notifies the API processes
+  (``after_write``).
 - Runs whose worker died (lapsed leases) go back to the queue from the executor's sweep; a
   stopping worker hands its runs back the same way.
 - The worker beats its heart in ``workers`` (GET /api/v1/workers).
@@ -22,7 +23,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from dhub.domain.ids import now_ms
-from dhub.runtime.dispatch import INBOX_CHANNEL, STEPS_CHANNEL, notify, value_of
+from dhub.runtime.dispatch import INBOX_CHANNEL, STEPS_CHANNEL, notify
 from dhub.runtime.durable import Handoff, RunExecutor
 from dhub.runtime.notify import Listener
 from dhub.runtime.queue import QUEUE, RunQueue
@@ -41,8 +42,7 @@ def handoff(db: Database, queue: RunQueue) -> Handoff:
     """The executor hooks of a distributed-mode process (see RunExecutor's ``handoff``)."""
 
     async def after_write(conn: Conn, writes: Sequence[StepWrite]) -> None:
-        closed = [(w.rows.run_id, command) for w in writes for command in w.rows.closed]
-        await inbox.settle(conn, closed, [w.rows.run_id for w in writes if w.ended])
+        await inbox.settle(conn, [], [w.rows.run_id for w in writes if w.ended])
         for w in writes:
             if w.wake_at is not None:  # a durable timer; a stale one wakes it for nothing
                 await queue.enqueue(conn, w.rows.run_id, at=w.wake_at, once=False)
@@ -82,11 +82,11 @@ class QueueWorker:
     # -- jobs -------------------------------------------------------------------------------
 
     async def execute(self, run_id: str) -> None:
-        """One job: the run, with its letters, here until it ends, parks or stops."""
+        """One job: the run here until it ends, parks or stops (it reads its inbox as it
+        loads); cancelled if a cancellation waits for it."""
         async with self.db.read() as conn:
             letters = await inbox.letters(conn, run_id)
-        early = {x.command_id: value_of(x) for x in letters if x.kind != inbox.CANCEL}
-        running = asyncio.ensure_future(self.executor.run_here(run_id, early))
+        running = asyncio.ensure_future(self.executor.run_here(run_id))
         if any(x.kind == inbox.CANCEL for x in letters):
             await self.executor.cancel(run_id)
         await running
@@ -97,10 +97,9 @@ class QueueWorker:
             self._spawn(self._deliver(live_id))
 
     async def _deliver(self, run_id: str) -> None:
+        await self.executor.mail(run_id)
         async with self.db.read() as conn:
             letters = await inbox.letters(conn, run_id)
-        values = {x.command_id: value_of(x) for x in letters if x.kind != inbox.CANCEL}
-        await self.executor.give(run_id, values)
         if any(x.kind == inbox.CANCEL for x in letters):
             await self.executor.cancel(run_id)
 

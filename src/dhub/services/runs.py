@@ -53,10 +53,12 @@ from dhub.store import runs as store
 from dhub.store.db import Database
 
 FINISHED = ("succeeded", "failed", "cancelled")
-_BUSY = (
-    "Run '{run_id}' no longer waits for that answer, or another server is executing it; "
-    "read the run and its tasks again."
-)
+_REFUSED = {
+    "answered": "This task of run '{run_id}' has an answer saved already (the first one "
+    "stays, and the run applies it); read the run and its tasks again.",
+    "closed": "Run '{run_id}' no longer waits for that answer (it was answered, timed out, or "
+    "the run ended); read the run and its tasks again.",
+}
 _GRAPHS_CACHED = 256
 _T = TypeVar("_T")
 
@@ -384,8 +386,8 @@ class RunService:
                 changes={"status": "cancelled", "waiting": None, "finished_at": at}, at=at,
                 owner=owner,
             )  # fmt: skip
+            await inbox.settle(conn, [], [run.id])  # what was left for it is moot
             if not self.dispatch.holds_new_runs:
-                await inbox.settle(conn, [], [run.id])  # what was left for it is moot
                 await notify(conn, STEPS_CHANNEL, [run.id])  # other API processes' streams
         self.hub.notify(run.id)  # the streams of this process
 
@@ -425,9 +427,13 @@ class TaskService:
         self.runs = runs
 
     async def mine(self, who: Principal) -> list[store.CommandRecord]:
+        """Open tasks the caller may answer; a task whose answer is saved (the run has not
+        applied it yet, e.g. the server restarts) is no longer one."""
         visible, hidden = await self.runs.agents.run_scope(who)
-        async with self.db.read() as conn:
-            return await store.open_tasks(conn, sorted(who.principal_ids), visible, hidden)
+        async with self.db.read(snapshot=True) as conn:
+            found = await store.open_tasks(conn, sorted(who.principal_ids), visible, hidden)
+            answered = await inbox.answered(conn, [t.run_id for t in found])
+        return [t for t in found if (t.run_id, t.command_id) not in answered]
 
     async def _task(
         self, who: Principal, run_id: str, kind: str, match: Callable[[store.CommandRecord], bool]
@@ -457,9 +463,7 @@ class TaskService:
             check_submission(fields, values)
         except InputError as exc:
             raise InvalidInput([FieldError("/values", str(exc), "invalid_answer")]) from exc
-        answer = Answer(values, who.user_id)
-        if not await self.runs.dispatch.hand(run_id, task.command_id, answer):
-            raise Conflict(_BUSY.format(run_id=run_id))
+        await self._hand(run_id, task.command_id, Answer(values, who.user_id))
 
     async def decide(self, who: Principal, run_id: str, call_id: str, body: Any) -> None:
         _, task = await self._task(
@@ -472,8 +476,14 @@ class TaskService:
         if arguments is not None and not isinstance(arguments, dict):
             raise InvalidInput([FieldError("/arguments", "arguments should be an object.", "type")])
         decision = Decision(body["approve"], arguments, str(body.get("reason") or ""), who.user_id)
-        if not await self.runs.dispatch.hand(run_id, task.command_id, decision):
-            raise Conflict(_BUSY.format(run_id=run_id))
+        await self._hand(run_id, task.command_id, decision)
+
+    async def _hand(self, run_id: str, command_id: str, value: Answer | Decision) -> None:
+        """Saved (committed) before the caller answers 202: an acknowledged answer survives
+        any crash, and the run applies it once. A second answer to the task is 409."""
+        outcome = await self.runs.dispatch.hand(run_id, command_id, value)
+        if outcome != "saved":
+            raise Conflict(_REFUSED[outcome].format(run_id=run_id))
 
 
 def _start_variables(graph: CompiledGraph) -> set[str]:

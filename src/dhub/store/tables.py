@@ -295,10 +295,11 @@ run_commands = Table(
     Index("ix_run_commands_due", "status", "kind", "due_at"),
 )
 
-# What the API hands to a run that a worker executes (distributed mode): a person's answer or
-# decision (``command_id`` names the open command) or a cancellation (``command_id`` "cancel").
-# The worker holding the run reads it when told (NOTIFY) or when it loads the run; a row goes
-# with the step that closes its command, or when the run ends.
+# What the API leaves for a run (both execution modes): a person's answer or decision, saved
+# before the API acknowledges it (``command_id`` names the open task, one row per task), or a
+# cancellation (distributed mode; ``command_id`` "cancel"). The process holding the run reads
+# it when told or when it loads the run; a row goes with the step that consumes it or closes
+# its task, or when the run ends (store/inbox.py).
 run_inbox = Table(
     "run_inbox",
     metadata,
