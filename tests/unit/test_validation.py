@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from dhub.domain.errors import InvalidInput
 from dhub.domain.merge_patch import merge_patch
 from dhub.domain.pointers import join
+from dhub.engine.actions import MAX_RETRY_DELAY, backoff
 from dhub.engine.validate import collect_errors, validate_agent_document
 from tests.conftest import FIXTURES, load_json
 
@@ -146,6 +147,25 @@ def test_timeouts_accept_int_or_float_but_not_text() -> None:
     for wrong in ("soon", "5", True):
         doc["nodes"][1]["config"]["timeout"] = wrong
         assert errors_of(doc) == {"/nodes/1/config/timeout": "float_type"}
+
+
+def test_waits_are_bounded_so_every_timer_fits_the_stores() -> None:
+    doc = triage()
+    ask = node_index(doc, "approve")
+    doc["nodes"][ask]["config"]["timeout"] = 366 * 86_400
+    assert errors_of(doc) == {}
+    doc["nodes"][ask]["config"]["timeout"] = 1e308
+    assert errors_of(doc) == {f"/nodes/{ask}/config/timeout": "out_of_range"}
+    doc = batch()
+    guard = node_index(doc, "guard")
+    doc["nodes"][guard]["config"].update(retry_count=101, retry_delay_seconds=86_401)
+    assert errors_of(doc) == {
+        f"/nodes/{guard}/config/retry_count": "out_of_range",
+        f"/nodes/{guard}/config/retry_delay_seconds": "out_of_range",
+    }
+    # The longest allowed exponential backoff saturates at a week instead of overflowing.
+    assert backoff("exponential", 86_400, 100) == MAX_RETRY_DELAY == 7 * 86_400
+    assert backoff("linear", 2, 3) == 6 and backoff("exponential", 2, 3) == 8
 
 
 def test_numbers_must_be_json_numbers() -> None:

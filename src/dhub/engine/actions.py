@@ -283,13 +283,20 @@ def declared_outputs(node: Any) -> list[str]:
     return []
 
 
+# The longest wait before a retry: a timer further away than any store or queue can hold
+# (2 ** 100 seconds) would fail the step that sets it, so backoff saturates here.
+MAX_RETRY_DELAY = 7 * 86_400.0
+
+
 def backoff(kind: str, delay: float, attempt: int) -> float:
-    """The wait before retry number ``attempt`` (1-based)."""
+    """The wait before retry number ``attempt`` (1-based), at most ``MAX_RETRY_DELAY``."""
     if kind == "linear":
-        return delay * attempt
-    if kind == "exponential":
-        return delay * 2.0 ** (attempt - 1)
-    return delay
+        wait = delay * attempt
+    elif kind == "exponential":
+        wait = delay * 2.0 ** min(attempt - 1, 64)
+    else:
+        wait = delay
+    return min(wait, MAX_RETRY_DELAY)
 
 
 def at_path(value: Any, path: str) -> Any:

@@ -34,6 +34,10 @@ class _Bound:
     says: str
 
 
+# A run may wait a long time for a person, but a timer must fit every store and queue: a
+# year is past any real deadline and far within what they hold.
+MAX_WAIT = 366 * 86_400
+
 _BOUNDS = (
     _Bound(("agent", "max_iterations"), lambda v: v >= 1, "must be at least 1"),
     _Bound(("agent", "max_input_tokens"), lambda v: v >= 1, "must be >= 1 (or null)"),
@@ -46,10 +50,20 @@ _BOUNDS = (
     ),
     _Bound(("nodes", "*", "config", "max_iterations"), lambda v: v >= 1, "must be at least 1"),
     _Bound(("nodes", "*", "config", "count"), lambda v: v >= 0, "must not be negative"),
-    _Bound(("nodes", "*", "config", "timeout"), lambda v: v > 0, "must be more than 0 seconds"),
-    _Bound(("nodes", "*", "config", "retry_count"), lambda v: v >= 0, "must not be negative"),
     _Bound(
-        ("nodes", "*", "config", "retry_delay_seconds"), lambda v: v >= 0, "must not be negative"
+        ("nodes", "*", "config", "timeout"),
+        lambda v: 0 < v <= MAX_WAIT,
+        f"is more than 0 seconds and at most {MAX_WAIT} (a year)",
+    ),
+    _Bound(
+        ("nodes", "*", "config", "retry_count"),
+        lambda v: 0 <= v <= 100,
+        "is between 0 and 100",
+    ),
+    _Bound(
+        ("nodes", "*", "config", "retry_delay_seconds"),
+        lambda v: 0 <= v <= 86_400,
+        "is between 0 and 86400 seconds (a day)",
     ),
 )
 

@@ -38,7 +38,7 @@ def estimate_text(text: str) -> int:
         stripped = piece.strip()
         if not stripped:
             count += 1 if len(piece) > 1 or piece == "\n" else 0
-        elif not (stripped[0].isalnum() or stripped[0] == "'"):
+        elif not (stripped[0].isalnum() or (stripped[0] == "'" and stripped[1:2].isalnum())):
             count += math.ceil(len(stripped) / 2)  # punctuation merges in pairs, roughly
         elif (wide := sum(1 for c in stripped if ord(c) >= 0x2E80)) > 0:
             # Scripts without spaces (CJK, ...) cost about a token per character.
