@@ -441,3 +441,25 @@ def test_cancel_a_waiting_run(server: Server, page: Page, shots: Path) -> None:
     expect(page.get_by_test_id("graph-node-approve")).to_have_attribute("data-state", "cancelled")
     expect(page.get_by_role("button", name="Cancel run")).to_have_count(0)
     snap(page, shots, "16-run-cancelled", phone=False)
+
+
+@pytest.mark.parametrize(("path", "ready"), [("/docs", ".opblock"), ("/redoc", "[role=menuitem]")])
+def test_api_docs_render_with_no_internet(
+    server: Server, page: Page, path: str, ready: str
+) -> None:
+    """Every request off this machine is refused: the API documentation still renders its
+    operations."""
+    outside: list[str] = []
+
+    def only_here(route: Any) -> None:
+        if route.request.url.startswith(server.url):
+            route.continue_()
+        else:
+            outside.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", only_here)
+    page.goto(f"{server.url}{path}")
+    page.locator(ready).first.wait_for()
+    assert page.locator(ready).count() > 10
+    assert outside == []

@@ -4,6 +4,7 @@ server was started with are listed for applying."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from fastapi import FastAPI
@@ -53,3 +54,17 @@ def test_examples_are_listed_for_applying(settings: Settings) -> None:
 
 def test_no_examples_without_a_directory(client: TestClient) -> None:
     assert client.get("/api/v1/examples").json() == {"data": []}
+
+
+def test_api_docs_load_nothing_from_outside(settings: Settings) -> None:
+    """/docs and /redoc name only files this server serves (no CDN): every script, style and
+    icon they load answers here."""
+    with TestClient(create_app(settings)) as client:
+        for page in ("/docs", "/redoc"):
+            html = client.get(page)
+            assert html.status_code == 200, page
+            urls = re.findall(r"""(?:src|href|url)\s*[=:]\s*['"]([^'"]+)['"]""", html.text)
+            assert urls, page
+            for url in urls:
+                assert url.startswith("/"), f"{page} loads {url} from outside"
+                assert client.get(url).status_code == 200, url

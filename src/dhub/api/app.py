@@ -17,7 +17,7 @@ from dhub import __version__
 from dhub.access.bootstrap import ADMIN_ID, ensure_admin
 from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
-from dhub.api import console, errors
+from dhub.api import apidocs, console, errors
 from dhub.api.deps import Services
 from dhub.api.routers import (
     agents,
@@ -99,6 +99,8 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
         version=__version__,
         description="A self-hosted agent platform.",
         lifespan=lifespan,
+        docs_url=None,  # served by apidocs.py from local files, not a CDN
+        redoc_url=None,
     )
     errors.install(app)
     app.include_router(health.router)
@@ -110,6 +112,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
     app.include_router(workers.router, prefix="/api/v1")
     app.include_router(examples.router, prefix="/api/v1")
     console.install(app)
+    apidocs.install(app)
     for router in resources.routers:
         app.include_router(router, prefix="/api/v1")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
