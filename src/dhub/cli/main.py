@@ -87,7 +87,7 @@ def serve(
         )
     # uvicorn configures only its own loggers; dhub's (examples loaded, errors) go beside them.
     logging.basicConfig(level=logging.INFO, format="%(levelname)-9s %(name)s: %(message)s")
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # migrations applied: not news
     app = create_app(settings, None if no_worker else WorkerOptions(concurrency))
     # Everything imported so far lives as long as the process: keep it out of the collector's
     # generations, and collect young objects less often. Full collections of the start-up heap
@@ -135,7 +135,7 @@ def worker(
             param_hint="DHUB_EXECUTION",
         )
     logging.basicConfig(level=logging.INFO, format="%(levelname)-9s %(name)s: %(message)s")
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # migrations applied: not news
     asyncio.run(run_worker(settings, concurrency, tuple(queues or ()), grace))
 
 
