@@ -35,7 +35,7 @@ import json
 import linecache
 import os
 import resource
-import selectors
+import select
 import signal
 import socket
 import sys
@@ -47,6 +47,7 @@ from typing import Any
 SOURCE_NAME = "<function>"
 KINDS = ("ok", "exception", "memory", "invalid_output")
 ALONE = False  # in a PID namespace of its own: every other process there is the sandbox's
+_GRACE_MS = 20  # a result is in: how long its pipe may stay open before the rest is ended
 
 
 # -- the supervisor ------------------------------------------------------------------------
@@ -92,6 +93,7 @@ class Function:
         self.threads = 1
         self.status: int | None = None  # its wait status once it ended
         self.control: socket.socket | None = None
+        self.watch: int | None = None  # a descriptor readable once it ended
 
     def start(self) -> dict[str, Any]:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -111,6 +113,7 @@ class Function:
         os.close(result_w)
         mine.setblocking(False)  # a function that stops reading calls fails, not this process
         self.pid, self.control = pid, mine
+        self.watch = _pidfd(pid)
         answer = self._collect(result_r, None, {"ready", *KINDS})
         # What loading started stays: a library's thread pool, a helper process (which the
         # first call's clean-up ends, and with it this worker's reuse).
@@ -198,7 +201,8 @@ class Function:
 
 class _Exchange:
     """One call's traffic: the request written (without blocking on a large one), the result
-    read up to the size limit, and the other processes ended once a result is in."""
+    read up to the size limit; the other processes are ended when the function's process
+    dies, or when a result is in but something still holds the pipe open."""
 
     def __init__(self, function: Function, result_r: int, request: tuple[int, bytes] | None):
         self.function = function
@@ -207,44 +211,51 @@ class _Exchange:
         self.data = b""
         self.over = False
         self.ended = False
+        self.others_ended = False
         self.sent = 0
 
     def run(self) -> tuple[bytes, bool, bool]:
-        selector = selectors.DefaultSelector()
-        selector.register(self.result_r, selectors.EVENT_READ, "result")
+        poll = select.poll()
+        roles = {self.result_r: "result", self.function.server.fd: "server"}
         if self.request is not None:
             os.set_blocking(self.request[0], False)
-            selector.register(self.request[0], selectors.EVENT_WRITE, "request")
-        watch = _pidfd(self.function.pid)
-        if watch is not None:
-            selector.register(watch, selectors.EVENT_READ, "exit")
-        selector.register(self.function.server.fd, selectors.EVENT_READ, "server")
+            roles[self.request[0]] = "request"
+        if self.function.watch is not None:
+            roles[self.function.watch] = "exit"
+        for fd, role in roles.items():
+            poll.register(fd, select.POLLOUT if role == "request" else select.POLLIN)
         try:
-            self._loop(selector)
+            self._loop(poll, roles)
         finally:
-            for key in list(selector.get_map().values()):
-                if key.data in ("request", "exit"):
-                    os.close(key.fd)
-            selector.close()
+            if self.request is not None:  # not all written: the function went meanwhile
+                os.close(self.request[0])
             os.close(self.result_r)
         return self.data, self.over, self.ended
 
-    def _loop(self, selector: selectors.BaseSelector) -> None:
+    def _loop(self, poll: select.poll, roles: dict[int, str]) -> None:
         while True:
-            for key, _ in selector.select():
-                if key.data == "server":
+            waiting = b"\n" in self.data and not self.others_ended
+            events = poll.poll(_GRACE_MS if waiting else None)
+            if not events:  # a result is in and something else still holds the pipe open
+                self._end_others()
+            for fd, _ in events:
+                role = roles[fd]
+                if role == "server":
                     self.function.server.fill()  # ends this process when the server went
-                elif key.data == "request":
-                    self._write(selector, key.fd)
-                elif key.data == "exit":  # it died: nothing it started may hold the pipe
-                    selector.unregister(key.fd)
-                    os.close(key.fd)
+                elif role == "request":
+                    self._write(poll, fd)
+                elif role == "exit":  # it died: nothing it started may hold the pipe
+                    poll.unregister(fd)
                     self.ended = True
-                    _end_others(self.function)
+                    self._end_others()
                 elif not self._read():
                     return
 
-    def _write(self, selector: selectors.BaseSelector, fd: int) -> None:
+    def _end_others(self) -> None:
+        self.others_ended = True
+        _end_others(self.function)
+
+    def _write(self, poll: select.poll, fd: int) -> None:
         assert self.request is not None
         payload = self.request[1]
         try:
@@ -254,21 +265,19 @@ class _Exchange:
         except OSError:  # it closed its end: the result (or its absence) says why
             self.sent = len(payload)
         if self.sent >= len(payload):
-            selector.unregister(fd)
+            poll.unregister(fd)
             os.close(fd)
+            self.request = None
 
     def _read(self) -> bool:
         """Read what came; False at the end (every writer closed, or too much came)."""
         chunk = os.read(self.result_r, 65536)
         if not chunk:
             return False
-        first = b"\n" not in self.data
         self.data += chunk
-        if first and b"\n" in self.data:
-            _end_others(self.function)  # the call is done: nothing it started outlives it
         if len(self.data) > self.function.limit + 4096:
             self.over = True
-            _end_others(self.function)
+            self._end_others()
             return False
         return True
 
@@ -308,7 +317,7 @@ def _end_others(function: Function) -> bool:
     found = False
     for _ in range(200):
         _reap(function)
-        others = [pid for pid in _processes() if pid not in keep]
+        others = _processes(keep)
         if not others:
             break
         found = True
@@ -332,7 +341,7 @@ def _reap(function: Function) -> None:
             function.status = status
 
 
-def _processes() -> list[int]:
+def _processes(keep: set[int]) -> list[int]:
     """Live (not zombie) processes that belong to this sandbox: its whole PID namespace, or
     without one the process group this process leads (the server starts it in a session of
     its own; when it does not lead one, none is its to end)."""
@@ -341,7 +350,7 @@ def _processes() -> list[int]:
         return []
     found = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) in keep:
             continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as f:
@@ -366,31 +375,28 @@ def _threads(pid: int) -> int:
 
 def _wipe(places: list[str]) -> bool:
     """Empty each writable place; whether they are all empty now."""
-    for place in places:
-        _empty(place)
+    return all([_empty(place) for place in places])
+
+
+def _empty(directory: str) -> bool:
+    """Remove what ``directory`` holds (the function's own files, whatever their modes);
+    whether nothing is left."""
     try:
-        return not any(os.listdir(place) for place in places)
+        entries = list(os.scandir(directory))
     except OSError:
         return False
-
-
-def _empty(directory: str) -> None:
-    try:
-        entries = list(os.scandir(directory))
-    except PermissionError:  # the function took its rights away: it is its own file
-        os.chmod(directory, 0o700)
-        entries = list(os.scandir(directory))
-    except OSError:
-        return
+    emptied = True
     for entry in entries:
         try:
             if entry.is_dir(follow_symlinks=False):
-                _empty(entry.path)
+                os.chmod(entry.path, 0o700)  # a directory it made unreadable or read-only
+                emptied = _empty(entry.path) and emptied
                 os.rmdir(entry.path)
             else:
                 os.unlink(entry.path)
         except OSError:
-            continue  # _wipe sees it is still there
+            emptied = False
+    return emptied
 
 
 def _pidfd(pid: int) -> int | None:
