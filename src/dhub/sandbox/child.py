@@ -48,6 +48,7 @@ SOURCE_NAME = "<function>"
 KINDS = ("ok", "exception", "memory", "invalid_output")
 ALONE = False  # in a PID namespace of its own: every other process there is the sandbox's
 _GRACE_MS = 20  # a result is in: how long its pipe may stay open before the rest is ended
+_HOLD_MS = 1000  # ... and then, how long before the function's own process is taken to hold it
 
 
 # -- the supervisor ------------------------------------------------------------------------
@@ -94,6 +95,7 @@ class Function:
         self.status: int | None = None  # its wait status once it ended
         self.control: socket.socket | None = None
         self.watch: int | None = None  # a descriptor readable once it ended
+        self.spoiled = False  # it did what no call of an honest function does
 
     def start(self) -> dict[str, Any]:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -144,9 +146,13 @@ class Function:
     ) -> dict[str, Any]:
         """Send the request, then read the call's result pipe until every writer closed it:
         one result, or why there is none."""
-        data, over, ended = _Exchange(self, result_r, request).run()
+        data, over, ended, held = _Exchange(self, result_r, request).run()
         if over:
             return {"kind": "invalid_output", "message": f"the result is over {self.limit} bytes"}
+        if held:  # it reopened or copied the pipe: no telling which result is whose
+            self.spoiled = True
+            message = "the function kept its result channel open after a result"
+            return {"kind": "invalid_output", "message": message}
         lines = [line for line in data.split(b"\n") if line.strip()]
         if len(lines) > 1:
             return {
@@ -196,7 +202,8 @@ class Function:
         left = _end_others(self)
         alive = not self._reap_function()
         threads = _threads(self.pid) if alive else 0
-        return alive and not left and 0 < threads <= self.threads and _wipe(self.scratch)
+        wiped = _wipe(self.scratch)
+        return alive and wiped and not left and not self.spoiled and 0 < threads <= self.threads
 
 
 class _Exchange:
@@ -212,9 +219,10 @@ class _Exchange:
         self.over = False
         self.ended = False
         self.others_ended = False
+        self.held = False  # the function's process kept the pipe open after a result
         self.sent = 0
 
-    def run(self) -> tuple[bytes, bool, bool]:
+    def run(self) -> tuple[bytes, bool, bool, bool]:
         poll = select.poll()
         roles = {self.result_r: "result", self.function.server.fd: "server"}
         if self.request is not None:
@@ -230,12 +238,15 @@ class _Exchange:
             if self.request is not None:  # not all written: the function went meanwhile
                 os.close(self.request[0])
             os.close(self.result_r)
-        return self.data, self.over, self.ended
+        return self.data, self.over, self.ended, self.held
 
     def _loop(self, poll: select.poll, roles: dict[int, str]) -> None:
         while True:
-            waiting = b"\n" in self.data and not self.others_ended
-            events = poll.poll(_GRACE_MS if waiting else None)
+            result_in = b"\n" in self.data
+            events = poll.poll(_HOLD_MS if self.others_ended else _GRACE_MS if result_in else None)
+            if not events and self.others_ended:  # the function's process itself holds it
+                self.held = True
+                return
             if not events:  # a result is in and something else still holds the pipe open
                 self._end_others()
             for fd, _ in events:
