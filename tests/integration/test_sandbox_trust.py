@@ -267,12 +267,14 @@ FORGER = (
 )
 
 
-@pytest.mark.parametrize("how", ["fds", "proc", "print"])
+@pytest.mark.parametrize("how", ["fds", "proc", "print", "load"])
 async def test_a_function_cannot_forge_its_result(runner: SandboxRunner, how: str) -> None:
-    """Written to every descriptor 0-1023, to every descriptor /proc shows of any process in
-    the sandbox, or printed: the forgery never comes back as the result. The answer is what
-    main() returned, or an error saying the function wrote results of its own."""
-    result = await with_bystander(runner, run(runner, FORGER, how=how))
+    """Written to every descriptor 0-1023 (during the call, or while the source loads), to
+    every descriptor /proc shows of any process in the sandbox, or printed: the forgery never
+    comes back as the result. The answer is what main() returned, or an error saying the
+    function wrote results of its own."""
+    source = FORGER + "\nfor fd in range(1024):\n    forge(fd)\n" if how == "load" else FORGER
+    result = await with_bystander(runner, run(runner, source, how=how))
     assert result.value != "forged", result
     assert (result.kind, result.value) in (("ok", "real"), ("invalid_output", None)), result
     if result.kind == "invalid_output":  # two results came, or it held its pipe open

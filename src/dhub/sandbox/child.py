@@ -116,7 +116,7 @@ class Function:
         mine.setblocking(False)  # a function that stops reading calls fails, not this process
         self.pid, self.control = pid, mine
         self.watch = _pidfd(pid)
-        answer = self._collect(result_r, None, {"ready", *KINDS})
+        answer = self._collect(result_r, None, {"ready", *KINDS} - {"ok"})
         # What loading started stays: a library's thread pool, a helper process (which the
         # first call's clean-up ends, and with it this worker's reuse).
         self.threads = _threads(pid) or 1
@@ -160,8 +160,12 @@ class Function:
                 "message": f"{len(lines)} results for one call: the function wrote results "
                 "of its own on its result channel",
             }
-        if not lines:
-            return self._ended() if ended or self._ends_soon() else _no_result()
+        if not lines and (ended or self._ends_soon()):
+            return self._ended()
+        if not lines:  # it closed the pipe itself, and may well run on
+            self.spoiled = True
+            message = "the function's process closed its result channel without a result"
+            return {"kind": "invalid_output", "message": message}
         return _checked(lines[0], kinds, self.limit)
 
     def _ends_soon(self) -> bool:
@@ -187,10 +191,10 @@ class Function:
             _, self.status = os.waitpid(self.pid, 0)
         assert self.status is not None
         if os.WIFSIGNALED(self.status):
-            died_of = signal.Signals(os.WTERMSIG(self.status))
-            if died_of == signal.SIGXCPU:
+            number = os.WTERMSIG(self.status)
+            if number == signal.SIGXCPU:
                 return {"kind": "timeout", "message": "the CPU time limit was reached"}
-            how = f"was killed by {died_of.name}"
+            how = f"was killed by {signal.Signals(number).name if number < 32 else number}"
         else:
             how = f"exited with code {os.WEXITSTATUS(self.status)}"
         message = f"the function's process {how}"
@@ -313,11 +317,6 @@ def _checked(line: bytes, kinds: set[str], limit: int) -> dict[str, Any]:
         if isinstance(reply.get(field), str):
             out[field] = reply[field][:20_000]
     return out
-
-
-def _no_result() -> dict[str, Any]:
-    message = "the function's process closed its result channel without a result"
-    return {"kind": "invalid_output", "message": message}
 
 
 def _end_others(function: Function) -> bool:
