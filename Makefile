@@ -17,7 +17,9 @@ uv-available:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 
 # User code runs under bubblewrap, with slirp4netns for functions allowed to reach the network
-# (docs/sandbox.md): install the Debian packages when missing.
+# (docs/sandbox.md): install the Debian packages when missing. bubblewrap 0.8 or later (Debian
+# 12's) has every option the sandbox uses (sized tmpfs, --disable-userns, --seccomp); the
+# seccomp filter itself is built by dhub (src/dhub/sandbox/seccomp.py), with nothing to install.
 sandbox-tools:
 	@{ command -v bwrap && command -v slirp4netns; } >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
@@ -27,6 +29,9 @@ sandbox-tools:
 	  { echo "Could not install bubblewrap and slirp4netns (Debian/Ubuntu: apt-get install" \
 	         "bubblewrap slirp4netns), or set DHUB_SANDBOX=unsafe to run user code without" \
 	         "isolation." >&2; exit 1; }; }
+	@bwrap --help 2>&1 | grep -q -e '--disable-userns' || { \
+	  echo "bubblewrap $$(bwrap --version | cut -d' ' -f2) is too old: the sandbox needs 0.8" \
+	       "or later (Debian 12, Ubuntu 24.04)." >&2; exit 1; }
 
 # The web console (web/: React and TypeScript, built by Vite into src/dhub/api/console/, which
 # `dhub serve` serves at /), with the Node.js of the `web` dependency group (PyPI's

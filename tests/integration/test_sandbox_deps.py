@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
+import stat
 import sysconfig
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,10 @@ async def test_concurrent_first_uses_build_once(tmp_path: Path) -> None:
             (INSIDE, place.stat().st_ino)
         }
         assert (place / READY).read_text().split() == [DATEUTIL]
+        # The server's directory, its lock files its own (the sandbox sees only its bind).
+        assert stat.S_IMODE(envs.stat().st_mode) == 0o700
+        locks = list(envs.glob("*.lock"))
+        assert locks and {stat.S_IMODE(lock.stat().st_mode) for lock in locks} == {0o600}
     finally:
         for runner in runners:
             await runner.close()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from dhub.sandbox.isolation import scratch_sizes
 from dhub.sandbox.runner import SandboxSettings, default_concurrency
 
 
@@ -20,3 +21,21 @@ def test_warm_pool_and_concurrency_come_from_the_environment(
     monkeypatch.setenv("DHUB_SANDBOX_CONCURRENCY", "8")
     chosen = SandboxSettings.from_env(tmp_path)
     assert (chosen.idle_per_key, chosen.idle_total, chosen.concurrency) == (20, 400, 8)
+
+
+def test_temporary_files_take_their_share_of_the_memory_limit(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    defaults = SandboxSettings.from_env(tmp_path).limits
+    assert (defaults.memory_bytes, defaults.scratch) == (2048 << 20, 512 << 20)
+    assert defaults.address_space + defaults.scratch == defaults.memory_bytes
+    sizes = scratch_sizes(defaults.scratch)
+    assert set(sizes) == {"/tmp", "/work", "/dev/shm"} and sum(sizes.values()) <= 512 << 20
+    monkeypatch.setenv("DHUB_SANDBOX_MEMORY_MB", "1024")
+    monkeypatch.setenv("DHUB_SANDBOX_SCRATCH_MB", "100")
+    chosen = SandboxSettings.from_env(tmp_path).limits
+    assert (chosen.scratch, chosen.address_space) == (100 << 20, 924 << 20)
+    monkeypatch.setenv("DHUB_SANDBOX_SCRATCH_MB", "1024")
+    with pytest.raises(ValueError, match=r"DHUB_SANDBOX_SCRATCH_MB must be .* less than"):
+        SandboxSettings.from_env(tmp_path)
+    assert min(scratch_sizes(0).values()) == 4096  # never 0, which bubblewrap reads as no limit

@@ -485,7 +485,9 @@ class Handoff:
 
 
 def _owner(run: store.RunRecord) -> str:
-    return f"{run.agent_id}@{run.agent_version}"
+    """Whom the run's functions run for: the sandbox keeps a warm interpreter to one owner, so
+    it names the run's user too (an interpreter that served one user never serves another)."""
+    return f"{run.agent_id}@{run.agent_version}~{run.user_id}"
 
 
 def _nothing_to_do(outstanding: list[Command], letters: list[inbox.Letter]) -> bool:

@@ -52,8 +52,8 @@ class FunctionPort(Protocol):
 
 class SandboxFunctions:
     """The function port over the sandbox runner (DESIGN.md 5): result kinds become error
-    kinds. ``owner`` (an agent version, a file) keys the warm workers, with the node id, so a
-    worker serves one function of one owner only."""
+    kinds. ``owner`` (an agent version and the run's user, a file) keys the warm workers, with
+    the node id, so a worker serves one function of one owner only."""
 
     def __init__(self, runner: SandboxRunner | None = None, owner: str = "") -> None:
         self.runner = runner or SandboxRunner()

@@ -1,70 +1,513 @@
-"""The program that runs inside the sandbox: one function, one or many calls (DESIGN.md 5).
+"""The program that runs inside the sandbox: a supervisor, and the function's process it starts
+(DESIGN.md 5, docs/sandbox.md "Threat model").
 
 It is started as a file (``python -I child.py``) inside bubblewrap, never imported by the
-server, and uses the standard library only. Protocol, one JSON document per line:
+server, and uses the standard library only. Two processes, one program:
 
-- stdin line 1, the setup: ``{"source", "entry", "uid", "limits"}``. The process drops to
-  ``uid`` (when it starts as root), sets its resource limits, runs the source once and resolves
-  the entry point, then answers ``{"kind": "ready"}`` or an error.
-- every further stdin line, a call: ``{"seq", "inputs", "cpu"}``; the answer is ``{"seq",
-  "kind": "ok", "value", "clean"}`` or ``{"seq", "kind": "exception" | "memory" |
-  "invalid_output", "message", ..., "clean"}``. ``seq`` lets the server drop an answer the
-  function forged itself (it can write to any descriptor it has); ``clean`` is false when the
-  call left a thread or a process running, and then the worker is not reused.
+- the **supervisor** (the sandbox's PID 1) talks to the server and never runs user code. It
+  reads the setup, drops to the sandbox's user, makes itself non-dumpable (its memory and
+  descriptors, the server's pipes among them, are then out of reach of the same user's
+  processes), forks the function's process and relays each call to it;
+- the **function's process** closes every descriptor but stdout/stderr (both go to the
+  server's captured, bounded stderr), sets its limits, loads the source once and serves calls.
+  It receives calls on a socket it cannot send on. Each call comes with its own result pipe;
+  it writes one result there and closes it.
 
-Answers go to the original stdout; the user's ``print`` goes to stderr, so nothing a function
-prints can forge an answer.
+For each call the supervisor reads that call's pipe until it closes. It kills every other
+process in the sandbox as soon as the first result arrives (nothing a call started outlives
+it), answers ``invalid_output`` when the pipe carried more than one result (the function
+wrote a result of its own), and checks what it can see itself: that the function's process is
+alive, runs no more threads than after loading, and that no other process was left; then it
+empties ``/tmp``, ``/work`` and ``/dev/shm``. Only then does it answer the server, with
+``reusable`` from those checks, never from anything the function says.
+
+Protocol with the server, one JSON document per line: stdin line 1, the setup ``{"source",
+"entry", "uid", "limits", "own_pid_namespace", "scratch"}``, answered by ``{"seq": 0, "kind":
+"ready"}`` or the loading error; every further stdin line a call ``{"seq", "inputs", "cpu"}``,
+answered by ``{"seq", "kind", "value" | "type", "message", "traceback", "reusable"}``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import linecache
 import os
 import resource
+import select
+import signal
+import socket
 import sys
-import threading
+import time
 import traceback
 import types
-from typing import Any, TextIO
+from typing import Any
 
 SOURCE_NAME = "<function>"
-ALONE = False  # in a PID namespace of its own: every other process there was started by a call
+KINDS = ("ok", "exception", "memory", "invalid_output")
+ALONE = False  # in a PID namespace of its own: every other process there is the sandbox's
+_GRACE_MS = 20  # a result is in: how long its pipe may stay open before the rest is ended
+_HOLD_MS = 1000  # ... and then, how long before the function's own process is taken to hold it
+
+
+# -- the supervisor ------------------------------------------------------------------------
 
 
 def main() -> None:
-    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)  # the user's prints (and any C library writes to fd 1) go to stderr
-    sys.stdout = sys.stderr
-    setup = json.loads(sys.stdin.readline())
+    server = _Lines(0)
+    setup = json.loads(server.readline())
     global ALONE
     ALONE = bool(setup.get("own_pid_namespace"))
+    # The namespace's init ignores signals it has no handler for (bubblewrap's SIGKILL when
+    # the server goes among them), so the supervisor ends when its stdin does: the server
+    # closes it to stop the worker, and the kernel closes it when the server dies. Every
+    # other process of the namespace ends with it.
     if not ALONE:
         _die_with_parent()
     _drop_privileges(setup.get("uid"))
+    _prctl(4, 0)  # PR_SET_DUMPABLE 0: the same user cannot read our memory or descriptors
+    limits = setup.get("limits") or {}
+    scratch = [str(path) for path in setup.get("scratch") or ()] if ALONE else []
+    function = Function(setup, limits, scratch, server)
+    ready = function.start()
+    _answer({**ready, "seq": 0})
+    if ready.get("kind") != "ready":
+        return
+    while True:
+        request = json.loads(server.readline())
+        answer = function.call(request.get("inputs") or {}, float(request.get("cpu") or 0))
+        _answer({**answer, "seq": request.get("seq")})
+
+
+class Function:
+    """The function's process, as the supervisor sees and checks it."""
+
+    def __init__(
+        self, setup: dict[str, Any], limits: dict[str, Any], scratch: list[str], server: _Lines
+    ) -> None:
+        self.setup = setup
+        self.server = server
+        self.limit = int(limits.get("output") or 1 << 20)
+        self.scratch = scratch
+        self.pid = 0
+        self.threads = 1
+        self.status: int | None = None  # its wait status once it ended
+        self.control: socket.socket | None = None
+        self.watch: int | None = None  # a descriptor readable once it ended
+        self.spoiled = False  # it did what no call of an honest function does
+
+    def start(self) -> dict[str, Any]:
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        theirs.shutdown(socket.SHUT_WR)  # calls reach it; nothing goes back this way
+        result_r, result_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the function's process
+            try:
+                mine.close()
+                os.close(result_r)
+                _function_process(self.setup, theirs.detach(), result_w)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(70)
+        theirs.close()
+        os.close(result_w)
+        mine.setblocking(False)  # a function that stops reading calls fails, not this process
+        self.pid, self.control = pid, mine
+        self.watch = _pidfd(pid)
+        answer = self._collect(result_r, None, {"ready", *KINDS} - {"ok"})
+        # What loading started stays: a library's thread pool, a helper process (which the
+        # first call's clean-up ends, and with it this worker's reuse).
+        self.threads = _threads(pid) or 1
+        _wipe(self.scratch)
+        return answer
+
+    def call(self, inputs: dict[str, Any], cpu: float) -> dict[str, Any]:
+        assert self.control is not None
+        if self.status is not None:
+            return {"kind": "sandbox", "message": "the function's process has ended"}
+        request_r, request_w = os.pipe()
+        result_r, result_w = os.pipe()
+        try:
+            socket.send_fds(self.control, [b"call"], [request_r, result_w])
+        except OSError:
+            for fd in (request_r, request_w, result_r, result_w):
+                os.close(fd)
+            return self._ended()
+        os.close(request_r)
+        os.close(result_w)
+        payload = json.dumps({"inputs": inputs, "cpu": cpu}).encode()
+        answer = self._collect(result_r, (request_w, payload), set(KINDS))
+        return {**answer, "reusable": self._clean_up() and answer["kind"] != "memory"}
+
+    def _collect(
+        self, result_r: int, request: tuple[int, bytes] | None, kinds: set[str]
+    ) -> dict[str, Any]:
+        """Send the request, then read the call's result pipe until every writer closed it:
+        one result, or why there is none."""
+        data, over, ended, held = _Exchange(self, result_r, request).run()
+        if over:
+            return {"kind": "invalid_output", "message": f"the result is over {self.limit} bytes"}
+        if held:  # it reopened or copied the pipe: no telling which result is whose
+            self.spoiled = True
+            message = "the function kept its result channel open after a result"
+            return {"kind": "invalid_output", "message": message}
+        lines = [line for line in data.split(b"\n") if line.strip()]
+        if len(lines) > 1:
+            return {
+                "kind": "invalid_output",
+                "message": f"{len(lines)} results for one call: the function wrote results "
+                "of its own on its result channel",
+            }
+        if not lines and (ended or self._ends_soon()):
+            return self._ended()
+        if not lines:  # it closed the pipe itself, and may well run on
+            self.spoiled = True
+            message = "the function's process closed its result channel without a result"
+            return {"kind": "invalid_output", "message": message}
+        return _checked(lines[0], kinds, self.limit)
+
+    def _ends_soon(self) -> bool:
+        """Whether the function's process is ending: its result pipe closes as it exits, a
+        moment before it can be waited for."""
+        for _ in range(100):
+            if self._reap_function():
+                return True
+            time.sleep(0.005)
+        return False
+
+    def _reap_function(self) -> bool:
+        if self.status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.status = status
+        return self.status is not None
+
+    def _ended(self) -> dict[str, Any]:
+        """The function's process died (or closed its channel, and is ended now): say how."""
+        if not self._reap_function():
+            os.kill(self.pid, signal.SIGKILL)
+            _, self.status = os.waitpid(self.pid, 0)
+        assert self.status is not None
+        if os.WIFSIGNALED(self.status):
+            number = os.WTERMSIG(self.status)
+            if number == signal.SIGXCPU:
+                return {"kind": "timeout", "message": "the CPU time limit was reached"}
+            how = f"was killed by {signal.Signals(number).name if number < 32 else number}"
+        else:
+            how = f"exited with code {os.WEXITSTATUS(self.status)}"
+        message = f"the function's process {how}"
+        return {"kind": "exception", "type": "ProcessDied", "message": message}
+
+    def _clean_up(self) -> bool:
+        """End whatever else runs, empty the writable places; whether the function's process
+        can serve another call, judged only from what this process sees."""
+        left = _end_others(self)
+        alive = not self._reap_function()
+        threads = _threads(self.pid) if alive else 0
+        wiped = _wipe(self.scratch)
+        return alive and wiped and not left and not self.spoiled and 0 < threads <= self.threads
+
+
+class _Exchange:
+    """One call's traffic: the request written (without blocking on a large one), the result
+    read up to the size limit; the other processes are ended when the function's process
+    dies, or when a result is in but something still holds the pipe open."""
+
+    def __init__(self, function: Function, result_r: int, request: tuple[int, bytes] | None):
+        self.function = function
+        self.result_r = result_r
+        self.request = request
+        self.data = b""
+        self.over = False
+        self.ended = False
+        self.others_ended = False
+        self.held = False  # the function's process kept the pipe open after a result
+        self.sent = 0
+
+    def run(self) -> tuple[bytes, bool, bool, bool]:
+        poll = select.poll()
+        roles = {self.result_r: "result", self.function.server.fd: "server"}
+        if self.request is not None:
+            os.set_blocking(self.request[0], False)
+            roles[self.request[0]] = "request"
+        if self.function.watch is not None:
+            roles[self.function.watch] = "exit"
+        for fd, role in roles.items():
+            poll.register(fd, select.POLLOUT if role == "request" else select.POLLIN)
+        try:
+            self._loop(poll, roles)
+        finally:
+            if self.request is not None:  # not all written: the function went meanwhile
+                os.close(self.request[0])
+            os.close(self.result_r)
+        return self.data, self.over, self.ended, self.held
+
+    def _loop(self, poll: select.poll, roles: dict[int, str]) -> None:
+        while True:
+            result_in = b"\n" in self.data
+            events = poll.poll(_HOLD_MS if self.others_ended else _GRACE_MS if result_in else None)
+            if not events and self.others_ended:  # the function's process itself holds it
+                self.held = True
+                return
+            if not events:  # a result is in and something else still holds the pipe open
+                self._end_others()
+            for fd, _ in events:
+                role = roles[fd]
+                if role == "server":
+                    self.function.server.fill()  # ends this process when the server went
+                elif role == "request":
+                    self._write(poll, fd)
+                elif role == "exit":  # it died: nothing it started may hold the pipe
+                    poll.unregister(fd)
+                    self.ended = True
+                    self._end_others()
+                elif not self._read():
+                    return
+
+    def _end_others(self) -> None:
+        self.others_ended = True
+        _end_others(self.function)
+
+    def _write(self, poll: select.poll, fd: int) -> None:
+        assert self.request is not None
+        payload = self.request[1]
+        try:
+            self.sent += os.write(fd, payload[self.sent : self.sent + 65536])
+        except BlockingIOError:
+            return
+        except OSError:  # it closed its end: the result (or its absence) says why
+            self.sent = len(payload)
+        if self.sent >= len(payload):
+            poll.unregister(fd)
+            os.close(fd)
+            self.request = None
+
+    def _read(self) -> bool:
+        """Read what came; False at the end (every writer closed, or too much came)."""
+        chunk = os.read(self.result_r, 65536)
+        if not chunk:
+            return False
+        self.data += chunk
+        if len(self.data) > self.function.limit + 4096:
+            self.over = True
+            self._end_others()
+            return False
+        return True
+
+
+def _checked(line: bytes, kinds: set[str], limit: int) -> dict[str, Any]:
+    """The function's result, keeping only what a result may say."""
+    try:
+        reply = json.loads(line)
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict) or reply.get("kind") not in kinds:
+        return {"kind": "invalid_output", "message": "the function sent a malformed result"}
+    kind = reply["kind"]
+    if kind == "ready":
+        return {"kind": "ready"}
+    if kind == "ok":
+        if len(json.dumps(reply.get("value"))) > limit:
+            return {"kind": "invalid_output", "message": f"the result is over {limit} bytes"}
+        return {"kind": "ok", "value": reply.get("value")}
+    out = {"kind": kind}
+    for field in ("type", "message", "traceback"):
+        if isinstance(reply.get(field), str):
+            out[field] = reply[field][:20_000]
+    return out
+
+
+def _end_others(function: Function) -> bool:
+    """Kill every process but this one and the function's, until none is left; whether there
+    were any. Under bubblewrap that is the whole PID namespace; without it, this process
+    group."""
+    keep = {os.getpid(), function.pid}
+    found = False
+    for _ in range(200):
+        _reap(function)
+        others = _processes(keep)
+        if not others:
+            break
+        found = True
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.001)
+    return found
+
+
+def _reap(function: Function) -> None:
+    """Collect ended children: orphans come to the supervisor as the namespace's init."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if not pid:
+            return
+        if pid == function.pid:
+            function.status = status
+
+
+def _processes(keep: set[int]) -> list[int]:
+    """Live (not zombie) processes that belong to this sandbox: its whole PID namespace, or
+    without one the process group this process leads (the server starts it in a session of
+    its own; when it does not lead one, none is its to end)."""
+    group = os.getpgid(0)
+    if not ALONE and group != os.getpid():
+        return []
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in keep:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] != b"Z" and (ALONE or int(fields[2]) == group):
+            found.append(int(entry))
+    return found
+
+
+def _threads(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Threads:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _wipe(places: list[str]) -> bool:
+    """Empty each writable place; whether they are all empty now."""
+    return all([_empty(place) for place in places])
+
+
+def _empty(directory: str) -> bool:
+    """Remove what ``directory`` holds (the function's own files, whatever their modes);
+    whether nothing is left."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return False
+    emptied = True
+    for entry in entries:
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                os.chmod(entry.path, 0o700)  # a directory it made unreadable or read-only
+                emptied = _empty(entry.path) and emptied
+                os.rmdir(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            emptied = False
+    return emptied
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
+def _answer(answer: dict[str, Any]) -> None:
+    data = (json.dumps(answer) + "\n").encode()
+    while data:
+        data = data[os.write(1, data) :]
+
+
+class _Lines:
+    """Lines from a descriptor, read with our own buffer (nothing of it reaches a fork)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.buffer = b""
+
+    def readline(self) -> bytes:
+        while b"\n" not in self.buffer:
+            self.fill()
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line + b"\n"
+
+    def fill(self) -> None:
+        """Read what is there; at the end of the input the server is gone: so is this."""
+        chunk = os.read(self.fd, 1 << 16)
+        if not chunk:
+            os._exit(0)
+        self.buffer += chunk
+
+
+# -- the function's process ----------------------------------------------------------------
+
+
+def _function_process(setup: dict[str, Any], control: int, result_w: int) -> None:
+    """Keep only stdout/stderr, the control socket and the load's result pipe; set the limits;
+    load the source; then serve calls until the supervisor goes."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(2, 1)  # the user's prints (and any C library writes to fd 1) go to stderr
+    _close_all_but({0, 1, 2, control, result_w})
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - an empty stdin, not the supervisor's
+    sys.stdout = sys.stderr
+    _prctl(4, 1)  # its own /proc entries readable again by itself (and only its user)
+    if not ALONE:
+        _die_with_parent()
     _limit(setup.get("limits") or {})
     entry, problem = _load(setup["source"], setup.get("entry"))
-    _answer(answers, {**(problem or {"kind": "ready"}), "seq": 0})
+    _send(result_w, problem or {"kind": "ready"})
     if entry is None:
-        return
-    for line in sys.stdin:
-        request = json.loads(line)
+        os._exit(0)
+    channel = socket.socket(fileno=control)
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(channel, 16, 2, socket.MSG_CMSG_CLOEXEC)
+        except OSError:
+            os._exit(0)
+        if len(fds) != 2:  # the supervisor went
+            os._exit(0)
+        request_r, result_w = fds
+        with open(request_r, "rb") as request_file:
+            request = json.loads(request_file.read())
         _cpu_budget(float(request.get("cpu") or 0))
-        answer = _call(entry, request.get("inputs") or {})
-        _answer(answers, {**answer, "seq": request.get("seq"), "clean": _clean()})
+        _send(result_w, _call(entry, request.get("inputs") or {}))
+
+
+def _close_all_but(keep: set[int]) -> None:
+    low = 0
+    for high in [*sorted(keep), max(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 1024)]:
+        if low < high:  # an empty range would close everything from low (CPython 3.11)
+            os.closerange(low, high)
+        low = high + 1
+
+
+def _send(fd: int, answer: dict[str, Any]) -> None:
+    data = (json.dumps(answer) + "\n").encode()
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except OSError:
+        pass  # the supervisor stopped reading (a result over the limit)
+    with contextlib.suppress(OSError):
+        os.close(fd)
+
+
+def _prctl(option: int, value: int) -> None:
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
 
 
 def _die_with_parent() -> None:
-    """Without bubblewrap (which does this itself), end with the server rather than run on
+    """Without bubblewrap (which does this itself), end with the parent rather than run on
     as an orphan when it dies."""
-    import ctypes
-    import signal
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    _prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
 
 
 def _drop_privileges(uid: int | None) -> None:
@@ -95,7 +538,7 @@ def _limit(limits: dict[str, Any]) -> None:
 
 
 def _cpu_budget(seconds: float) -> None:
-    """Each call gets ``seconds`` of CPU from now, within the worker's lifetime budget (the
+    """Each call gets ``seconds`` of CPU from now, within the process's lifetime budget (the
     hard limit): past it the kernel ends the process with SIGXCPU."""
     if seconds <= 0:
         return
@@ -106,20 +549,6 @@ def _cpu_budget(seconds: float) -> None:
         # Below the hard limit, so the kernel sends SIGXCPU (a timeout), not SIGKILL.
         soft = max(1, min(soft, hard - 1))
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-
-
-def _clean() -> bool:
-    """Nothing of the call still runs: no thread besides this one, no process besides this
-    one and the sandbox's first process (its PID namespace shows only its own)."""
-    if threading.active_count() > 1:
-        return False
-    if not ALONE:
-        return True
-    mine = {1, os.getpid()}
-    try:
-        return all(int(p) in mine for p in os.listdir("/proc") if p.isdigit())
-    except OSError:
-        return False
 
 
 def _load(source: str, wanted: str | None) -> tuple[Any, dict[str, Any] | None]:
@@ -167,6 +596,10 @@ def _call(entry: Any, inputs: dict[str, Any]) -> dict[str, Any]:
 def _failure(exc: BaseException) -> dict[str, Any]:
     if isinstance(exc, MemoryError):
         return {"kind": "memory", "message": "the function ran out of memory (MemoryError)"}
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        where = f" ({exc.filename})" if exc.filename else ""
+        message = f"the function ran out of memory: its temporary files filled their space{where}"
+        return {"kind": "memory", "message": message}
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
     # Only the user's frames: ours (this file) say nothing about their code.
     user = [ln for ln in lines if f'File "{SOURCE_NAME}"' in ln or not ln.startswith("  File")]
@@ -176,11 +609,6 @@ def _failure(exc: BaseException) -> dict[str, Any]:
         "message": str(exc),
         "traceback": "".join(user),
     }
-
-
-def _answer(out: TextIO, answer: dict[str, Any]) -> None:
-    out.write(json.dumps(answer) + "\n")
-    out.flush()
 
 
 if __name__ == "__main__":

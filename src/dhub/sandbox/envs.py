@@ -88,7 +88,10 @@ class Environments:
         return await asyncio.shield(build)
 
     async def _build(self, key: str, requirements: tuple[str, ...]) -> Path:
-        self.root.mkdir(parents=True, exist_ok=True)
+        # The server's own (0700): a sandbox reaches an environment only through its
+        # read-only bind at /sandbox/env, never through this directory.
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.root.chmod(0o700)
         place = self.root / key
         lock = await asyncio.to_thread(_lock, self.root / f"{key}.lock")
         try:
@@ -153,7 +156,7 @@ def _installer_environment(root: Path) -> dict[str, str]:
 
 
 def _lock(path: Path) -> IO[str]:
-    handle = path.open("w")
+    handle = os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "w")
     fcntl.flock(handle, fcntl.LOCK_EX)
     return handle
 

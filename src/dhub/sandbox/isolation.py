@@ -3,11 +3,13 @@ alternative (DESIGN.md 5).
 
 Under bubblewrap the function sees a new root made of read-only binds (``/usr``, a few files of
 ``/etc``, the Python installation, its dependency environment and the child program), a
-private ``/tmp`` and working directory ``/work`` (both empty tmpfs), its own ``/proc`` and
-``/dev``, and new PID, IPC, UTS and network namespaces (no network unless the function's
-options ask for it). None of the server's files, environment variables or secrets exist there.
-The child then drops to an unprivileged user of its own and sets its resource limits
-(child.py).
+private ``/tmp``, ``/dev/shm`` and working directory ``/work`` (empty tmpfs, each of a fixed
+size carved out of the memory limit), its own ``/proc`` and ``/dev``, and new PID, IPC, UTS
+and network namespaces (no network unless the function's options ask for it); the root and
+``/dev`` are read-only, and the seccomp filter of seccomp.py refuses the system calls that
+would widen any of it. None of the server's files, environment variables or secrets exist
+there. The child program is the namespace's PID 1 (``--as-pid-1``): a supervisor that drops to
+an unprivileged user of its own and runs the function in a process of its own (child.py).
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from typing import Any, Protocol
 from dhub.sandbox.envs import base_python
 from dhub.sandbox.errors import SandboxUnavailable
 from dhub.sandbox.network import Launched, launch_with_outbound_network
+from dhub.sandbox.seccomp import program
 
-__all__ = ["Bubblewrap", "Isolation", "Launched", "SandboxUnavailable", "Unsafe"]
+__all__ = ["SCRATCH", "Bubblewrap", "Isolation", "Launched", "SandboxUnavailable", "Unsafe"]
 
 CHILD = Path(__file__).with_name("child.py")
 CHILD_INSIDE = "/sandbox/child.py"
@@ -39,13 +42,27 @@ ETC = (
     "/etc/nsswitch.conf",
     "/etc/mime.types",
 )
+# The writable places, each a tmpfs of its own: its share of the memory limit's scratch part.
+SCRATCH = {"/tmp": 2, "/work": 1, "/dev/shm": 1}
+PAGE = 4096
+
+
+def scratch_sizes(total: int) -> dict[str, int]:
+    """Each writable place's size in bytes, together at most ``total`` (at least a page
+    each: bubblewrap reads a size of 0 as no limit at all)."""
+    shares = sum(SCRATCH.values())
+    return {place: max(PAGE, total * share // shares // PAGE * PAGE)
+            for place, share in SCRATCH.items()}  # fmt: skip
 
 
 class Isolation(Protocol):
     @property
     def name(self) -> str: ...
 
-    def command(self, python: str, env: str | None, network: bool) -> list[str]:
+    def command(
+        self, python: str, env: str | None, network: bool, scratch: int = 0,
+        seccomp: int | None = None,
+    ) -> list[str]:  # fmt: skip
         """The argv starting the child program with the interpreter ``python``, in the
         dependency environment ``env`` (a virtual environment made from it), or with no
         site-packages at all when there is none: a function without dependencies sees the
@@ -58,10 +75,11 @@ class Isolation(Protocol):
         ...
 
     async def launch(
-        self, python: str, venv: str | None, network: bool, **options: Any
+        self, python: str, venv: str | None, network: bool, scratch: int, **options: Any
     ) -> Launched:
-        """Start the child program in the dependency environment ``venv`` (``options`` go
-        to the subprocess: pipes, limits, its environment variables)."""
+        """Start the child program in the dependency environment ``venv``, with ``scratch``
+        bytes for its writable places (``options`` go to the subprocess: pipes, limits, its
+        environment variables)."""
         ...
 
     async def check(self) -> None:
@@ -79,23 +97,36 @@ class Bubblewrap:
         return True
 
     async def launch(
-        self, python: str, venv: str | None, network: bool, **options: Any
+        self, python: str, venv: str | None, network: bool, scratch: int, **options: Any
     ) -> Launched:
-        argv = self.command(python, venv, network)
-        if network:  # a namespace of its own still, connected to the outside only
-            return await launch_with_outbound_network(argv, **options)
-        return Launched(await asyncio.create_subprocess_exec(*argv, **options))
+        seccomp = _filter()  # its own descriptor: bubblewrap reads it from the current offset
+        try:
+            argv = self.command(python, venv, network, scratch, seccomp)
+            options["pass_fds"] = (*options.get("pass_fds", ()), seccomp)
+            if network:  # a namespace of its own still, connected to the outside only
+                return await launch_with_outbound_network(argv, **options)
+            return Launched(await asyncio.create_subprocess_exec(*argv, **options))
+        finally:
+            os.close(seccomp)
 
-    def command(self, python: str, env: str | None, network: bool) -> list[str]:
-        args = [self.bwrap, "--die-with-parent", "--new-session"]
+    def command(
+        self, python: str, env: str | None, network: bool, scratch: int = 0,
+        seccomp: int | None = None,
+    ) -> list[str]:  # fmt: skip
+        args = [self.bwrap, "--die-with-parent", "--new-session", "--as-pid-1"]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         if os.geteuid() != 0:
-            args.append("--unshare-user")  # unprivileged bubblewrap works in a user namespace
+            # Unprivileged bubblewrap works in a user namespace; no further one inside it.
+            args += ["--unshare-user", "--disable-userns"]
         args.append("--unshare-net")
+        if seccomp is not None:
+            args += ["--seccomp", str(seccomp)]
         # The private, writable places first: binds made after them stay visible even when
-        # their host path lies under /tmp or /work.
-        args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm"]
-        args += ["--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/work"]
+        # their host path lies under /tmp or /work. Each is sized: tmpfs memory is no
+        # process's address space, so it comes out of the memory limit (runner.py).
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        for place, size in scratch_sizes(scratch).items():
+            args += ["--perms", "1777", "--size", str(size), "--tmpfs", place]
         args += ["--ro-bind", "/usr", "/usr"]
         for link in ("bin", "lib", "lib64", "sbin"):
             if Path(f"/{link}").is_symlink():
@@ -110,6 +141,9 @@ class Bubblewrap:
         args += ["--ro-bind", str(CHILD), CHILD_INSIDE]
         if env is not None:  # always at the same place inside: no host path to depend on
             args += ["--ro-bind", env, ENV_INSIDE]
+        # Nothing else is writable: the new root and /dev are tmpfs, unsized, and made
+        # read-only once everything is in place (device nodes stay usable).
+        args += ["--remount-ro", "/dev", "--remount-ro", "/"]
         args += ["--chdir", "/work", "--clearenv"]
         for key, value in _ENVIRONMENT.items():
             args += ["--setenv", key, value]
@@ -124,19 +158,24 @@ class Bubblewrap:
                 "isolation (never on a shared server)"
             )
         python = base_python()
-        probe = self.command(python, None, False)
-        cut = probe.index(python)
-        proc = await asyncio.create_subprocess_exec(
-            *probe[:cut], "/usr/bin/env", "true",
-            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        _, err = await proc.communicate()
+        seccomp = _filter()
+        try:
+            probe = self.command(python, None, False, 1 << 20, seccomp)
+            cut = probe.index(python)
+            proc = await asyncio.create_subprocess_exec(
+                *probe[:cut], "/usr/bin/env", "true", pass_fds=(seccomp,),
+                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            _, err = await proc.communicate()
+        finally:
+            os.close(seccomp)
         if proc.returncode != 0:
             reason = err.decode(errors="replace").strip() or f"exit code {proc.returncode}"
             raise SandboxUnavailable(
-                f"bubblewrap cannot start here ({reason}); it needs user namespaces or root. "
-                "Enable them, or set DHUB_SANDBOX=unsafe to run user code without isolation "
-                "(never on a shared server)"
+                f"bubblewrap cannot start here ({reason}); it needs version 0.8 or later "
+                "(Debian 12's), and user namespaces or root. Enable them, or set "
+                "DHUB_SANDBOX=unsafe to run user code without isolation (never on a shared "
+                "server)"
             )
 
 
@@ -152,12 +191,15 @@ class Unsafe:
         return False
 
     async def launch(
-        self, python: str, venv: str | None, network: bool, **options: Any
+        self, python: str, venv: str | None, network: bool, scratch: int, **options: Any
     ) -> Launched:
-        argv = self.command(python, venv, network)
+        argv = self.command(python, venv, network, scratch)
         return Launched(await asyncio.create_subprocess_exec(*argv, **options))
 
-    def command(self, python: str, env: str | None, network: bool) -> list[str]:
+    def command(
+        self, python: str, env: str | None, network: bool, scratch: int = 0,
+        seccomp: int | None = None,
+    ) -> list[str]:  # fmt: skip
         interpreter = f"{env}/bin/python" if env else python
         return [interpreter, *_python_flags(env is not None), str(CHILD)]
 
@@ -173,6 +215,17 @@ _ENVIRONMENT = {
     "PYTHONDONTWRITEBYTECODE": "1",
     "PYTHONUNBUFFERED": "1",
 }
+
+
+def _filter() -> int:
+    """A descriptor holding the compiled seccomp filter, read from its start."""
+    fd = os.memfd_create("dhub-seccomp")
+    os.write(fd, _PROGRAM)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+_PROGRAM = program()
 
 
 def _python_flags(site: bool) -> list[str]:

@@ -66,8 +66,9 @@ async def launch_with_outbound_network(argv: list[str], **options: Any) -> Launc
     extra += ["--ro-bind-data", str(dns_r), "/etc/resolv.conf"]
     try:
         proc = await asyncio.create_subprocess_exec(
-            argv[0], *extra, *argv[1:], pass_fds=(info_w, block_r, dns_r), **options
-        )
+            argv[0], *extra, *argv[1:],
+            pass_fds=(info_w, block_r, dns_r, *options.pop("pass_fds", ())), **options,
+        )  # fmt: skip
     finally:
         for fd in (info_w, block_r, dns_r):
             os.close(fd)

@@ -23,7 +23,7 @@ from typing import Any
 
 from dhub.sandbox.decorators import Clock, Decorators, Policy
 from dhub.sandbox.envs import DependencyError, Environments, base_python
-from dhub.sandbox.isolation import Bubblewrap, Isolation, SandboxUnavailable, Unsafe
+from dhub.sandbox.isolation import SCRATCH, Bubblewrap, Isolation, SandboxUnavailable, Unsafe
 from dhub.sandbox.pool import WarmPool
 from dhub.sandbox.schemas import CallInputError, CallOutputError, check_inputs, check_outputs
 from dhub.sandbox.worker import FunctionResult, Limits, Worker
@@ -41,7 +41,10 @@ class FunctionCall:
     entry: str | None = None
     dependencies: tuple[str, ...] = ()
     network: bool = False
-    owner: str = ""  # agent version and node: a warm worker serves one owner's function only
+    # Whom the call runs for and where the function comes from (the run's user, the agent
+    # version and node): a warm worker serves one owner's function only, so nothing a call
+    # leaves in an interpreter reaches another user.
+    owner: str = ""
     parameters: dict[str, Any] | None = None  # JSON schema the inputs must fit
     outputs: dict[str, Any] | None = None  # name -> JSON schema the result must hold
     decorators: tuple[dict[str, Any], ...] = ()
@@ -66,8 +69,16 @@ class SandboxSettings:
         mode = env.get("DHUB_SANDBOX", "bubblewrap")
         if mode not in ("bubblewrap", "unsafe"):
             raise ValueError(f"DHUB_SANDBOX must be 'bubblewrap' or 'unsafe', not {mode!r}")
+        memory = int(env.get("DHUB_SANDBOX_MEMORY_MB", 2048)) << 20
+        scratch = env.get("DHUB_SANDBOX_SCRATCH_MB")
+        if scratch is not None and not 0 <= int(scratch) << 20 < memory:
+            raise ValueError(
+                "DHUB_SANDBOX_SCRATCH_MB must be at least 0 and less than "
+                f"DHUB_SANDBOX_MEMORY_MB ({memory >> 20}), not {scratch}"
+            )
         limits = Limits(
-            memory_bytes=int(env.get("DHUB_SANDBOX_MEMORY_MB", 2048)) << 20,
+            memory_bytes=memory,
+            scratch_bytes=None if scratch is None else int(scratch) << 20,
             processes=int(env.get("DHUB_SANDBOX_PROCESSES", 64)),
             output_bytes=int(env.get("DHUB_SANDBOX_OUTPUT_BYTES", 1 << 20)),
         )
@@ -134,15 +145,17 @@ class SandboxRunner:
             env = await self.environments.ensure(call.dependencies)
         except DependencyError as exc:
             return FunctionResult("dependency", message=str(exc))
+        limits = self.settings.limits
         launch = functools.partial(
-            self.isolation.launch, base_python(), str(env) if env else None, call.network
-        )
+            self.isolation.launch, base_python(), str(env) if env else None, call.network,
+            limits.scratch,
+        )  # fmt: skip
         setup = {
             "source": call.source,
             "entry": call.entry,
             "own_pid_namespace": self.isolation.own_pid_namespace,
+            "scratch": list(SCRATCH),  # emptied after every call
         }
-        limits = self.settings.limits
 
         async def start() -> tuple[Worker | None, FunctionResult]:
             return await Worker.start(launch, {**setup, "uid": self._uid()}, limits)

@@ -1,9 +1,11 @@
 """One sandboxed interpreter serving one function: start it, call it, end it.
 
 A worker is started with its function's source (child.py loads it once) and then serves calls,
-one at a time, over its stdin/stdout. The server side enforces what the child cannot: the wall
-time of each call, the size of each answer, and the end of the whole process group when a call
-times out, is cancelled, or leaves the worker in a state nobody should reuse.
+one at a time, over its stdin/stdout. Those pipes lead to the sandbox's supervisor, never to
+the function's own process, so every answer read here is the supervisor's. The server side
+enforces what the sandbox cannot: the wall time of each call, the size of each answer, and the
+end of the whole process group when a call times out, is cancelled, or the supervisor found
+the worker in a state nobody should reuse.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ ResultKind = Literal[
 # After these the worker is ended instead of serving another call.
 _SPENT = frozenset({"timeout", "memory", "sandbox"})
 _STDERR_KEPT = 10_000
+_STOP_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,10 +56,14 @@ class FunctionResult:
 
 @dataclass(frozen=True)
 class Limits:
-    """Per-call and per-worker limits. Memory is address space (RLIMIT_AS), so it counts what
-    a process maps, not only what it touches; give numeric libraries room."""
+    """Per-call and per-worker limits. ``memory_bytes`` is split in two: ``scratch`` for the
+    files of /tmp, /work and /dev/shm (tmpfs, which is memory no address space counts; a
+    quarter unless ``scratch_bytes`` says otherwise), the rest the function's address space
+    (RLIMIT_AS, which counts what a process maps, not only what it touches: give numeric
+    libraries room)."""
 
     memory_bytes: int = 2 << 30
+    scratch_bytes: int | None = None
     processes: int = 64
     output_bytes: int = 1 << 20
     file_size_bytes: int = 64 << 20
@@ -64,9 +71,18 @@ class Limits:
     worker_cpu_seconds: int = 3600  # a warm worker's whole life; each call gets its timeout
     start_seconds: float = 30.0  # interpreter start and the source's own imports
 
+    @property
+    def scratch(self) -> int:
+        return self.memory_bytes // 4 if self.scratch_bytes is None else self.scratch_bytes
+
+    @property
+    def address_space(self) -> int:
+        return max(self.memory_bytes - self.scratch, 1 << 20)
+
     def for_child(self) -> dict[str, int]:
         return {
-            "memory": self.memory_bytes,
+            "memory": self.address_space,
+            "output": self.output_bytes,
             "processes": self.processes,
             "file_size": self.file_size_bytes,
             "open_files": self.open_files,
@@ -83,7 +99,7 @@ class Worker:
         self._stderr_size = 0
         self._drain = asyncio.create_task(self._read_stderr())
         self._usable = True
-        self._clean = True
+        self._reusable = True
         self._seq = 0
 
     @property
@@ -135,7 +151,7 @@ class Worker:
         except asyncio.CancelledError:
             await self.stop()  # an abandoned call must not run on, unowned
             raise
-        if result.kind in _SPENT or result.error_type == "ProcessDied" or not self._clean:
+        if result.kind in _SPENT or result.error_type == "ProcessDied" or not self._reusable:
             await self.stop()
         return result
 
@@ -163,12 +179,13 @@ class Worker:
         if not line:
             return await self._died(mark)
         reply = json.loads(line)
-        self._clean = reply.get("clean", True) is True
+        # The supervisor's judgement (child.py), from what it checked itself after the call.
+        self._reusable = reply.get("reusable", message.get("seq") == 0) is True
         return _parse(reply, self._err(mark))
 
     async def _answer(self, seq: int) -> bytes:
-        """The answer to request ``seq``: lines the function forged on the answer descriptor
-        carry another number (or none) and are dropped. b"" when the process ended."""
+        """The supervisor's answer to request ``seq`` (only it writes to this pipe; a line of
+        another number would be a stale one). b"" when the process ended."""
         assert self._proc.stdout is not None
         while line := await self._proc.stdout.readline():
             try:
@@ -180,7 +197,8 @@ class Worker:
         return b""
 
     async def _died(self, mark: int) -> FunctionResult:
-        """The process ended without answering: say how."""
+        """The sandbox ended without answering (its supervisor died, or never started): say
+        how."""
         code = await self._proc.wait()
         await asyncio.wait({self._drain}, timeout=1)
         self._usable = False
@@ -197,14 +215,20 @@ class Worker:
         )  # fmt: skip
 
     async def stop(self) -> None:
-        """End the worker and everything it started (its process group; the PID namespace of
-        the sandbox goes with its first process)."""
+        """End the worker and everything it started: bubblewrap's process group, and the
+        sandbox's supervisor, which ends when its input closes (the PID namespace of the
+        sandbox goes with it)."""
         self._usable = False
+        if self._proc.stdin is not None:
+            self._proc.stdin.close()  # the sandbox's supervisor ends with its input
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, signal.SIGKILL)
         # Read what is left of the answers: a process with unread output (an answer over the
         # limit) would otherwise never be reported finished.
-        await asyncio.gather(self._proc.wait(), _discard(self._proc.stdout))
+        ending = asyncio.gather(self._proc.wait(), _discard(self._proc.stdout))
+        # Should something of the sandbox outlive bubblewrap, stop waiting for it.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(ending, _STOP_SECONDS)
         await self._launched.end()
         self._drain.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -255,7 +279,7 @@ def _parse(reply: dict[str, Any], stderr: str) -> FunctionResult:
     if kind in ("ready", "ok"):
         return FunctionResult("ok", value=reply.get("value", "ready"), stderr=stderr)
     return FunctionResult(
-        kind if kind in ("exception", "memory", "invalid_output") else "sandbox",
+        kind if kind in ("exception", "memory", "invalid_output", "timeout") else "sandbox",
         error_type=reply.get("type"),
         message=str(reply.get("message", "")),
         traceback=str(reply.get("traceback", "")),
