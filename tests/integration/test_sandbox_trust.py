@@ -398,3 +398,27 @@ async def test_the_seccomp_filter_holds_in_a_new_thread_and_a_child(runner: Sand
     result = await run(runner, inherit)
     assert result.ok, result
     assert result.value == {"thread": [-1, 1], "child": [-1, 1]}, result.value  # EPERM
+
+
+DEEP = (
+    "def main(depth):\n"
+    "    value = 'bottom'\n"
+    "    for _ in range(depth):\n"
+    "        value = [value]\n"
+    "    return value\n"
+)
+
+
+@pytest.mark.parametrize(("depth", "kind"), [(64, "ok"), (65, "invalid_output"),
+                                             (100_000, "invalid_output")])  # fmt: skip
+async def test_results_are_as_deep_as_input_may_be(
+    runner: SandboxRunner, depth: int, kind: str
+) -> None:
+    """A result nested deeper than any document the API accepts (64 levels) is refused, so
+    whatever a run stores renders; 100,000 levels (past Python's own recursion limit) too,
+    without harm to the sandbox."""
+    result = await with_bystander(runner, run(runner, DEEP, depth=depth))
+    assert result.kind == kind, result
+    if kind == "invalid_output":
+        assert "deeper than 64" in result.message or "not JSON" in result.message, result
+    await assert_still_serves(runner)

@@ -47,6 +47,9 @@ from typing import Any
 SOURCE_NAME = "<function>"
 KINDS = ("ok", "exception", "memory", "invalid_output")
 ALONE = False  # in a PID namespace of its own: every other process there is the sandbox's
+# Results are stored in the run and shown in its events: as deep as input may be (the API
+# accepts documents nested 64 levels, domain/bounds.py), so everything stored renders.
+MAX_DEPTH = 64
 _GRACE_MS = 20  # a result is in: how long its pipe may stay open before the rest is ended
 _HOLD_MS = 1000  # ... and then, how long before the function's own process is taken to hold it
 
@@ -301,7 +304,7 @@ def _checked(line: bytes, kinds: set[str], limit: int) -> dict[str, Any]:
     """The function's result, keeping only what a result may say."""
     try:
         reply = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         reply = None
     if not isinstance(reply, dict) or reply.get("kind") not in kinds:
         return {"kind": "invalid_output", "message": "the function sent a malformed result"}
@@ -309,6 +312,9 @@ def _checked(line: bytes, kinds: set[str], limit: int) -> dict[str, Any]:
     if kind == "ready":
         return {"kind": "ready"}
     if kind == "ok":
+        if _deeper_than(reply.get("value"), MAX_DEPTH):
+            message = f"the result is nested deeper than {MAX_DEPTH} levels"
+            return {"kind": "invalid_output", "message": message}
         if len(json.dumps(reply.get("value"))) > limit:
             return {"kind": "invalid_output", "message": f"the result is over {limit} bytes"}
         return {"kind": "ok", "value": reply.get("value")}
@@ -589,8 +595,21 @@ def _call(entry: Any, inputs: dict[str, Any]) -> dict[str, Any]:
         return _failure(exc)
     try:
         return {"kind": "ok", "value": json.loads(json.dumps(value))}
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, RecursionError) as exc:
         return {"kind": "invalid_output", "message": f"the result is not JSON: {exc}"}
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` lists and objects (without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _failure(exc: BaseException) -> dict[str, Any]:
