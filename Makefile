@@ -21,6 +21,10 @@ uv-available:
 # 12's) has every option the sandbox uses (sized tmpfs, --disable-userns, --seccomp); the
 # seccomp filter itself is built by dhub (src/dhub/sandbox/seccomp.py), with nothing to install.
 sandbox-tools:
+ifeq ($(DHUB_SANDBOX),unsafe)
+	@echo "WARNING: DHUB_SANDBOX=unsafe: user code (tools, actors, code nodes) will run WITHOUT" \
+	      "isolation, with this user's access to the machine. Only on a machine of your own." >&2
+else
 	@{ command -v bwrap && command -v slirp4netns; } >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get install -y -q bubblewrap slirp4netns >/dev/null 2>&1 || \
@@ -32,6 +36,7 @@ sandbox-tools:
 	@bwrap --help 2>&1 | grep -q -e '--disable-userns' || { \
 	  echo "bubblewrap $$(bwrap --version | cut -d' ' -f2) is too old: the sandbox needs 0.8" \
 	       "or later (Debian 12, Ubuntu 24.04)." >&2; exit 1; }
+endif
 
 # The web console (web/: React and TypeScript, built by Vite into src/dhub/api/console/, which
 # `dhub serve` serves at /), with the Node.js of the `web` dependency group (PyPI's
@@ -43,10 +48,12 @@ WEB_SOURCES := $(shell find web -path web/node_modules -prune -o -type f -print 
 NODE_PATH_ENV := PATH="$(CURDIR)/$(BIN):$$PATH"
 
 web/node_modules/.package-lock.json: web/package-lock.json | $(BIN)/npm
-	cd web && $(NODE_PATH_ENV) npm ci --no-audit --no-fund --loglevel=error
+	@echo "Installing the console's packages (npm ci)"
+	@cd web && $(NODE_PATH_ENV) npm ci --no-audit --no-fund --loglevel=error >/dev/null
 
 $(CONSOLE): web/node_modules/.package-lock.json $(WEB_SOURCES)
-	cd web && $(NODE_PATH_ENV) npm run build
+	@echo "Building the web console (web/ -> src/dhub/api/console/)"
+	@cd web && $(NODE_PATH_ENV) npm run --silent --loglevel=error build -- --logLevel warn
 
 $(BIN)/npm:
 	$(MAKE) install
@@ -63,13 +70,13 @@ browser-tools:
 	    exit 1; }; }
 
 install: uv-available sandbox-tools
-	$(UV) sync --frozen --inexact --no-dev --group web  # --inexact: keep `make test`'s dev tools
+	@$(UV) sync --quiet --frozen --inexact --no-dev --group web  # --inexact: keep make test's tools
 
 install-dev: uv-available sandbox-tools
-	$(UV) sync --frozen --group dev --group web
+	@$(UV) sync --quiet --frozen --group dev --group web
 
 run: install web
-	$(BIN)/dhub serve --host $(HOST) --port $(PORT) --examples examples
+	@$(BIN)/dhub serve --host $(HOST) --port $(PORT) --examples examples
 
 lint: install-dev
 	$(BIN)/ruff check src tests bench

@@ -10,6 +10,7 @@ providers, compiled graphs, the durable executor and how runs reach it (DESIGN.m
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from dataclasses import dataclass
@@ -28,6 +29,8 @@ from dhub.sandbox.runner import SandboxRunner, SandboxSettings
 from dhub.services.runs import Graphs
 from dhub.settings import Settings, secure_data_dir
 from dhub.store.db import Database
+
+log = logging.getLogger("dhub.sandbox")
 
 
 class _Hub(Protocol):
@@ -97,6 +100,12 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
     db = Database(settings.database_url)
     await db.migrate()
     sandbox = SandboxRunner(SandboxSettings.from_env(settings.data_dir))
+    if sandbox.settings.isolation == "unsafe":
+        log.warning(
+            "DHUB_SANDBOX=unsafe: user code (tools, actors, code nodes) runs WITHOUT isolation, "
+            "with this server's access to the machine and its files. Only for a machine of "
+            "your own; install bubblewrap (make install does) and unset DHUB_SANDBOX."
+        )
     providers = Providers.from_config(settings.providers)
     graphs = Graphs(db, providers.budget(settings.default_max_input_tokens))
     queue = RunQueue(settings.database_url) if settings.distributed else None
