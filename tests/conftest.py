@@ -118,13 +118,23 @@ def _truncate(schema: str) -> None:
             conn.execute(f"TRUNCATE {tables} CASCADE")
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+# Both databases, for fixtures of any scope: ``params=DATABASES``, then ``url_for(request, dir)``.
+DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+def url_for(request: pytest.FixtureRequest, directory: Path) -> str:
+    """The database URL of the fixture's parameter: a SQLite file in ``directory``, or the
+    session's PostgreSQL schema, emptied."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'dhub.db'}"
+        return f"sqlite:///{directory / 'dhub.db'}"
     schema = request.getfixturevalue("pg_schema")
     _truncate(schema)
     return pg_url(schema)
+
+
+@pytest.fixture(params=DATABASES)
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    return url_for(request, tmp_path)
 
 
 @pytest.fixture

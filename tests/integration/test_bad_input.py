@@ -26,7 +26,8 @@ from dhub.settings import Settings
 from dhub.store import json_codec
 from dhub.store.db import normalize_url
 from dhub.store.tables import audit_log, users
-from tests.conftest import ADMIN_TOKEN, FIXTURES, _truncate, load_json, pg_url
+from tests.conftest import ADMIN_TOKEN, DATABASES, FIXTURES, load_json, url_for
+from tests.integration.test_runs_api import REFUND
 from tests.support.asgi import RawResponse, send_raw
 from tests.support.attacks import Attack, Operation, attacks, operations
 
@@ -59,20 +60,6 @@ FORM = {
             {"name": "approved", "type": "boolean", "value": "{{ approved }}"}]}},
     ],
     "edges": [{"source": "start", "target": "review"}, {"source": "review", "target": "end"}],
-}  # fmt: skip
-REFUND = {
-    "name": "refunds", "description": "Refunds", "mode": "workflow", "input_mode": "event",
-    "nodes": [
-        {"id": "start", "type": "start", "config": {"variables": [
-            {"name": "amount", "type": "number"}]}},
-        {"id": "pay", "type": "actor_call", "config": {
-            "actor": {"name": "refund", "confirmation_policy": "confirm", "function": {
-                "source": "def refund(amount):\n    return {'refunded': amount}\n"}},
-            "input_mappings": {"amount": "{{ amount }}"}, "outputs": {"paid": "refunded"}}},
-        {"id": "end", "type": "end", "config": {"outputs": [
-            {"name": "paid", "type": "number", "value": "{{ paid }}"}]}},
-    ],
-    "edges": [{"source": "start", "target": "pay"}, {"source": "pay", "target": "end"}],
 }  # fmt: skip
 REACT = load_json(FIXTURES / "valid" / "react_support.json")
 RESOURCES = {
@@ -154,19 +141,12 @@ def _tasks(world: World, count: int) -> list[dict[str, Any]]:
     raise AssertionError(f"the runs did not wait for mallory: {found}")
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
+@pytest.fixture(scope="module", params=DATABASES)
 def world(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[World]:
     data = tmp_path_factory.mktemp("bad-input")
-    if request.param == "sqlite":
-        url = f"sqlite:///{data / 'dhub.db'}"
-    else:
-        schema = request.getfixturevalue("pg_schema")
-        _truncate(schema)
-        url = pg_url(schema)
+    url = url_for(request, data)
     app = create_app(Settings(data_dir=data, database_url=url, admin_token=ADMIN_TOKEN))
     with TestClient(app) as client:
         client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"

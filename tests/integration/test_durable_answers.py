@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,16 +17,16 @@ from dhub.engine.compile import CompiledGraph, compile_document
 from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import Answer, NoModel, RealClock
 from dhub.settings import Settings
-from dhub.store import agents, inbox
+from dhub.store import inbox
 from dhub.store import runs as store
 from dhub.store.db import Database
+from tests.integration.test_durable_runs import db as db
 from tests.integration.test_durable_runs import new_run, until
 from tests.integration.test_react_runs_api import DONE, LOOKUP, SUPPORT, approve, log, say
 from tests.integration.test_react_runs_api import REFUND as REFUND_CALL
 from tests.integration.test_react_runs_api import server as react_server
 from tests.integration.test_runs_api import API, REFUND, create, ok
 from tests.integration.test_runs_api import until as run_until
-from tests.integration.test_runs_store import agent_row
 
 ASK = {
     "name": "pick", "description": "", "mode": "workflow", "input_mode": "event",
@@ -181,18 +180,6 @@ def test_a_react_agents_approval_is_applied_once(settings: Settings) -> None:
 
 
 # -- through the executor -------------------------------------------------------------------
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
-    await database.migrate()
-    async with database.write() as conn:
-        await agents.insert_agent(conn, agent_row("agent.a"))
-    try:
-        yield database
-    finally:
-        await database.dispose()
 
 
 class NoFunctions:

@@ -27,22 +27,15 @@ from schemathesis.specs.openapi.checks import (
 
 from dhub.api.app import create_app
 from dhub.settings import Settings
-from tests.conftest import ADMIN_TOKEN, FIXTURES, _truncate, load_json, pg_url
+from tests.conftest import ADMIN_TOKEN, DATABASES, FIXTURES, load_json, url_for
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
+@pytest.fixture(scope="module", params=DATABASES)
 def app(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[FastAPI]:
     data = tmp_path_factory.mktemp("fuzz")
-    if request.param == "sqlite":
-        url = f"sqlite:///{data / 'dhub.db'}"
-    else:
-        schema = request.getfixturevalue("pg_schema")
-        _truncate(schema)
-        url = pg_url(schema)
+    url = url_for(request, data)
     application = create_app(Settings(data_dir=data, database_url=url, admin_token=ADMIN_TOKEN))
     with TestClient(application) as client:  # runs the lifespan: migrations, admin
         client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"

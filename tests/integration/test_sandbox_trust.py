@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -27,17 +26,11 @@ from dhub.store.db import Database
 from tests.conftest import sandbox_settings
 from tests.integration.test_runs_store import agent_row
 from tests.integration.test_sandbox_hostile import OUTCOME, PING, assert_still_serves
+from tests.integration.test_sandbox_hostile import runner as runner
 
 pytestmark = pytest.mark.asyncio
 
 SCRATCH = ("/tmp", "/work", "/dev/shm")
-
-
-@pytest.fixture
-async def runner() -> AsyncIterator[SandboxRunner]:
-    runner = SandboxRunner(sandbox_settings())
-    yield runner
-    await runner.close()
 
 
 async def run(
