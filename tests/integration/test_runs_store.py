@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import psycopg
 import pytest
 from alembic import command
 from sqlalchemy import Text, cast, func, select, text
@@ -23,7 +24,7 @@ from dhub.store import runs as store
 from dhub.store.db import Database
 from dhub.store.migrate import alembic_config
 from dhub.store.tables import run_steps
-from tests.conftest import FIXTURES, load_json
+from tests.conftest import FIXTURES, PG_URL, load_json, pg_url
 from tests.support.driver import call_in_process
 
 RUN_TABLES = ("runs", "run_steps", "run_events", "run_commands", "run_task_assignees")
@@ -367,3 +368,32 @@ async def test_migrations_downgrade_and_upgrade_cleanly(db: Database) -> None:
     assert "agents" in seen["0003"]
     assert seen["base"] <= {"alembic_version"}
     assert seen["again"] == seen["head"]
+
+
+@pytest.mark.postgres
+async def test_a_downgrade_leaves_other_schemas_alone(pg_schema: str) -> None:
+    """Two dhubs in two schemas of one database: taking one down to base keeps the other's
+    queue (procrastinate's routines included: its distributed mode goes on)."""
+    other = f"{pg_schema}_neighbour"
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{other}"')
+    mine, theirs = Database(pg_url(pg_schema)), Database(pg_url(other))
+    try:
+        await mine.migrate()
+        await theirs.migrate()
+        await mine.run_sync(lambda c: command.downgrade(alembic_config(c), "base"))
+        routines = await theirs.run_sync(
+            lambda c: c.execute(
+                text(
+                    "SELECT count(*) FROM pg_proc WHERE proname LIKE 'procrastinate%' "
+                    "AND pronamespace = current_schema()::regnamespace"
+                )
+            ).scalar()
+        )
+        assert routines and routines > 5
+        await mine.migrate()  # and back up, for the tests after this one
+    finally:
+        await mine.dispose()
+        await theirs.dispose()
+        with psycopg.connect(PG_URL, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{other}" CASCADE')

@@ -34,10 +34,12 @@ def downgrade() -> None:
     for table in ("procrastinate_events", "procrastinate_periodic_defers", "procrastinate_jobs",
                   "procrastinate_workers"):  # fmt: skip
         bind.exec_driver_sql(f"DROP TABLE IF EXISTS {table} CASCADE")
+    # This schema's routines only: another schema of the same database (another dhub, a test
+    # session) keeps its own.
     bind.exec_driver_sql(
         "DO $$ DECLARE f record; BEGIN FOR f IN SELECT oid::regprocedure AS sig FROM pg_proc "
-        "WHERE proname LIKE 'procrastinate%%' LOOP EXECUTE 'DROP ROUTINE ' || f.sig || "
-        "' CASCADE'; END LOOP; END $$"
+        "WHERE proname LIKE 'procrastinate%%' AND pronamespace = current_schema()::regnamespace "
+        "LOOP EXECUTE 'DROP ROUTINE ' || f.sig || ' CASCADE'; END LOOP; END $$"
     )
     for kind in ("procrastinate_job_to_defer_v1", "procrastinate_job_event_type",
                  "procrastinate_job_status"):  # fmt: skip
