@@ -87,7 +87,7 @@ def test_unknown_references_are_422(client: TestClient) -> None:
         prompts=[{"prompt_id": "prompt.01nosuchprompt"}, {"prompt_id": "persona"}],
         tools=["tool.01nosuchtool", "search_web", actor["id"], {"id": "lookup", "name": "x"}],
         actors=["refund"],
-        roles=["role.01nosuchrole", workflow["id"], "agent.01\x00"],
+        roles=["role.01nosuchrole", workflow["id"], "agent.01nosuchagent"],
     )
     response = post_agent(client, doc)
     assert sorted(errors_of(response)) == [
@@ -111,6 +111,9 @@ def test_unknown_references_are_422(client: TestClient) -> None:
     checked = ok(client.post(f"{API}/agents/validate", json=doc))
     assert checked["valid"] is False and len(checked["errors"]) == 10
     assert [a["id"] for a in ok(client.get(f"{API}/agents"))["data"]] == [workflow["id"]]
+    # A NUL character is refused where the body comes in, before any reference is looked up.
+    doc["agent"]["roles"] = ["agent.01\x00"]
+    assert errors_of(post_agent(client, doc)) == [("/agent/roles/0", "nul")]
 
 
 def test_prompt_variables_must_be_bound(client: TestClient) -> None:
