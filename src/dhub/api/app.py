@@ -54,7 +54,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
         runtime = await open_runtime(settings, worker)
         db = runtime.db
         auth = Authenticator(db)
-        agent_service = AgentService(db)
+        agent_service = AgentService(db, runtime.providers)
         run_service = RunService(
             db, agent_service, runtime.graphs, runtime.executor, runtime.dispatch
         )
