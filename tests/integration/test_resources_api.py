@@ -267,7 +267,7 @@ def test_function_errors(client: TestClient, kind: str) -> None:
     assert sorted(errors_of(client.post(f"{API}/{kind}s", json=doc))) == [
         ("/function/decorators/0/decorator", "unknown_decorator"),
         ("/function/dependencies/0", "bad_requirement"),
-        ("/function/inputs/x", "invalid_schema"),
+        ("/function/inputs/x/type", "invalid_schema"),
         ("/function/source", "syntax_error"),
     ]
     # The entry point is looked up by the resource's name.

@@ -620,7 +620,7 @@ def test_functions_in_workflow_nodes_are_checked() -> None:
     at = f"/nodes/{i}/config/tool/function"
     assert errors_of(doc) == {
         f"{at}/source": "no_entry_point",
-        f"{at}/inputs/text": "invalid_schema",
+        f"{at}/inputs/text/type": "invalid_schema",  # pointing into the schema
         f"{at}/inputs/n": "invalid_schema",
         f"{at}/outputs/ok": "invalid_schema",
         f"{at}/decorators/0/arguments/attempts": "missing_decorator_argument",
@@ -643,7 +643,7 @@ def test_code_nodes_define_main() -> None:
     doc["nodes"][i]["config"]["outputs"] = {"category": "string", "urgent": {"type": "bool"}}
     assert errors_of(doc) == {
         f"/nodes/{i}/config/source": "no_entry_point",
-        f"/nodes/{i}/config/outputs/urgent": "invalid_schema",
+        f"/nodes/{i}/config/outputs/urgent/type": "invalid_schema",
     }
     message = messages_of(doc)[f"/nodes/{i}/config/source"]
     assert message.startswith("Define a top-level function 'main(...)'")

@@ -17,7 +17,7 @@ from dhub import __version__
 from dhub.access.bootstrap import ADMIN_ID, ensure_admin
 from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
-from dhub.api import apidocs, console, errors
+from dhub.api import apidocs, console, errors, yaml_io
 from dhub.api.deps import Services
 from dhub.api.routers import (
     agents,
@@ -54,7 +54,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
         runtime = await open_runtime(settings, worker)
         db = runtime.db
         auth = Authenticator(db)
-        agent_service = AgentService(db)
+        agent_service = AgentService(db, runtime.providers)
         run_service = RunService(
             db, agent_service, runtime.graphs, runtime.executor, runtime.dispatch
         )
@@ -103,6 +103,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
         redoc_url=None,
     )
     errors.install(app)
+    app.add_middleware(yaml_io.YamlResponses)  # JSON responses as YAML, when asked
     app.include_router(health.router)
     app.include_router(agents.router, prefix="/api/v1")
     app.include_router(principals.router, prefix="/api/v1")

@@ -9,6 +9,7 @@ from fastapi import Depends, Request
 
 from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
+from dhub.api.yaml_io import is_yaml, yaml_body
 from dhub.domain.bounds import MAX_BODY_BYTES, MAX_PARAM_CHARS, parameter_problems, parse_document
 from dhub.domain.errors import InvalidInput, TooLarge
 from dhub.providers.registry import Providers
@@ -88,8 +89,9 @@ def _check_each(request: Request) -> None:
 
 
 async def json_body(request: Request) -> Any:
-    """The request body as JSON within the bounds of domain/bounds.py. A body over the size
-    limit is refused while it streams in rather than after it was held in memory whole."""
+    """The request body as JSON within the bounds of domain/bounds.py, or read from YAML when
+    its Content-Type says so (api/yaml_io.py). A body over the size limit is refused while it
+    streams in rather than after it was held in memory whole."""
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -99,6 +101,8 @@ async def json_body(request: Request) -> Any:
                 "document."
             )
         chunks.append(chunk)
+    if is_yaml(request.headers.get("content-type")):
+        return await yaml_body(b"".join(chunks))
     return parse_document(b"".join(chunks))
 
 

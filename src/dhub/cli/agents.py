@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
@@ -17,8 +18,10 @@ from dhub.cli._common import (
     error_line,
     load_document,
     reporting_errors,
+    resolve_agent,
 )
 from dhub.client import Agent
+from dhub.domain.yaml_docs import dump
 
 app = typer.Typer(help="Create, inspect, share and delete agents.", no_args_is_help=True)
 
@@ -134,6 +137,37 @@ def delete(
     with reporting_errors():
         client_from(ctx).delete_agent(agent_id)
     typer.echo(f"deleted {agent_id}")
+
+
+@app.command()
+def export(
+    ctx: typer.Context,
+    ref: Annotated[str, typer.Argument(metavar="ID_OR_NAME", help="The agent's id or name.")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", dir_okay=False, help="Write here (default: stdout)."),
+    ] = None,
+    format_: Annotated[
+        Literal["yaml", "json"] | None,
+        typer.Option("--format", help="Default: json for a .json file, else yaml."),
+    ] = None,
+) -> None:
+    """Write an agent's document, which `dhub agents apply -f` takes back unchanged."""
+    with reporting_errors():
+        api = client_from(ctx)
+        agent = resolve_agent(api, ref)
+        doc = api.export_agent(str(agent["id"]))
+    chosen = format_ or ("json" if output and output.suffix.lower() == ".json" else "yaml")
+    text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n" if chosen == "json" else dump(doc)
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        typer.echo(f"Error: cannot write {output}: {exc.strerror}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"exported {agent['name']} ({agent['id']}, version {agent['version']}) to {output}")
 
 
 @app.command()

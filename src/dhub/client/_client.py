@@ -12,7 +12,7 @@ from typing import Any, Literal
 import httpx
 
 from dhub.client._access import AccessMixin
-from dhub.client._apply import replacement_patch, strip_read_only
+from dhub.client._apply import READ_ONLY_FIELDS, replacement_patch, strip_read_only
 from dhub.client._config import resolve_token, resolve_url
 from dhub.client._conversations import ConversationsMixin
 from dhub.client._exceptions import (
@@ -181,6 +181,13 @@ class Client(AccessMixin, RunsMixin, ConversationsMixin):
     def agent_version(self, agent_id: str, version: int) -> Agent:
         """The agent as it was at ``version`` (1 is the document it was created with)."""
         return self._object("GET", f"/agents/{segment(agent_id)}/versions/{int(version)}")
+
+    def export_agent(self, agent_id: str) -> dict[str, Any]:
+        """The agent's document as ``apply_agent`` takes it back unchanged: what a GET returns
+        without the server's envelope (id, version, owners, ...) and markings (only the
+        marking endpoints change those)."""
+        agent = self.get_agent(agent_id)
+        return {k: v for k, v in agent.items() if k not in READ_ONLY_FIELDS}
 
     def find_agent_by_name(self, name: str, folder_id: str | None = None) -> Agent | None:
         """The agent named exactly ``name`` in ``folder_id`` (None: the top level), if any."""

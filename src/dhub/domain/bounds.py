@@ -165,6 +165,18 @@ def parse_document(raw: bytes) -> Any:
     return value
 
 
+def check_document(value: Any) -> Any:
+    """A request body read from another format (YAML): within the same bounds as JSON, or
+    ``InvalidInput`` pointing at each problem."""
+    if _clean((value,), 0):
+        return value
+    walk = _Walk()
+    walk.value(value, 0)
+    if walk.errors:
+        raise InvalidInput(walk.errors)
+    return value
+
+
 def parameter_problems(location: str, name: str, value: str) -> list[FieldError]:
     """A path, query or header value (``location``: path, query or header)."""
     errors = []

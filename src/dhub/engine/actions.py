@@ -8,6 +8,7 @@ Every problem is a ``NodeFailure`` whose message names the node's field and says
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +28,11 @@ from dhub.domain.nodes import (
     VariableWorkflowNode,
     WorkflowNode,
 )
+from dhub.domain.pointers import join
 from dhub.domain.resources import unreachable
 from dhub.engine.expressions import ExpressionError, Expressions, Where
 from dhub.engine.values import InputError, check_output, coerce_inputs, operate
+from dhub.sandbox.schemas import CallOutputError, FieldProblem, check_outputs
 from dhub.sandbox.spec import SpecError, derive_parameters, entry_point, parameters_from_inputs
 
 Scope = dict[str, Any]
@@ -223,22 +226,54 @@ def call_values(node: WorkflowNode, value: Any) -> dict[str, Any]:
 
 
 def _code_values(node: CodeWorkflowNode, value: Any) -> dict[str, Any]:
+    """A code node's result, its declared ``outputs`` checked against their JSON Schemas (or
+    bare type names) by the validator tools use (sandbox/schemas.py: pure, no I/O)."""
     if not isinstance(value, dict):
         raise NodeFailure(
             f"main() returned {type(value).__name__}; it must return an object (a dict)",
             "invalid_output",
         )
-    for name, schema in node.config.outputs.items():
-        wanted = schema.get("type") if isinstance(schema, dict) else schema
-        if name not in value:
-            raise NodeFailure(
-                f"outputs.{name}: the result has no '{name}' (it has {sorted(value)})",
-                "invalid_output",
-            )
-        problem = check_output(str(wanted), value[name]) if wanted else None
-        if problem:
-            raise NodeFailure(f"outputs.{name}: '{name}' {problem}", "invalid_output")
+    outputs = node.config.outputs
+    try:
+        check_outputs(outputs, value)
+    except CallOutputError as exc:
+        raise _invalid_outputs(outputs, exc.problems) from None
+    except ValueError as exc:  # a schema stored before save-time checks knew to refuse it
+        raise NodeFailure(f"outputs: {exc}", "invalid_output") from None
     return dict(value)
+
+
+_SHOWN_PROBLEMS = 5
+
+
+def _invalid_outputs(outputs: dict[str, Any], problems: Sequence[FieldProblem]) -> NodeFailure:
+    """Each problem naming the output (and the place in it) and the schema keyword it breaks;
+    the first one's output and schema path (a pointer into the node's config) as details."""
+    lines: list[str] = []
+    details: dict[str, Any] = {}
+    for problem in problems:
+        name, rule = _output_of(problem, outputs), problem.rule
+        inside = rule[2:] if len(rule) >= 2 and rule[0] == "properties" else ()
+        # A bare type name ("number") has no keyword to point at beyond the output itself.
+        schema = outputs.get(name) if name is not None else None
+        shown = join("outputs", str(name), *inside) if inside and isinstance(schema, dict) else ""
+        lines.append(f"{problem}" + (f" (schema {shown})" if shown else ""))
+        if not details and name is not None:
+            details = {"output": name, "schema_path": shown or join("outputs", name)}
+    more = len(lines) - _SHOWN_PROBLEMS
+    text = "; ".join(lines[:_SHOWN_PROBLEMS]) + (f"; and {more} more" if more > 0 else "")
+    return NodeFailure(text, "invalid_output", details)
+
+
+def _output_of(problem: FieldProblem, outputs: dict[str, Any]) -> str | None:
+    """The declared output a problem is about (names may hold dots and brackets: the
+    longest declared name its field starts with)."""
+    if len(problem.rule) >= 2 and problem.rule[0] == "properties":
+        return str(problem.rule[1])
+    field = problem.field
+    named = [n for n in outputs if field == f"outputs.{n}" or field.startswith(
+        (f"outputs.{n}.", f"outputs.{n}["))]  # fmt: skip
+    return max(named, key=len) if named else None
 
 
 def loop_items(ev: Evaluate, node: LoopWorkflowNode, scope: Scope) -> tuple[int, list[Any] | None]:

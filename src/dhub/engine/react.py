@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from dhub.engine import compaction
+from dhub.engine import compaction, usage
 from dhub.engine.actions import NodeFailure
 from dhub.engine.state import CallChat, Confirmed, Done, InputGiven, Woke, node_key
 
@@ -302,8 +302,8 @@ def _model_failed(loop: Loop, error: dict[str, Any]) -> None:
 def finish(loop: Loop, answer: Any) -> None:
     """The loop's answer: the node's output, or a delegate's result to its caller."""
     if not loop.path:
-        usage = dict(loop.data["usage"])
-        loop.walk.succeed(loop.frame, loop.node.id, {"answer": answer}, usage=usage)
+        spent = dict(loop.data["usage"])
+        loop.walk.succeed(loop.frame, loop.node.id, {"answer": answer}, usage=spent)
         return
     from dhub.engine import react_calls
 
@@ -353,14 +353,13 @@ def ask_or_fail(loop: Loop) -> None:
         fail(loop, failure)
 
 
-def _usage(loop: Loop, usage: dict[str, Any]) -> None:
-    for total in (loop.data["usage"], loop.top["usage"] if loop.path else None,
-                  loop.walk.state.usage):  # fmt: skip
-        if total is None:
-            continue
-        for kind in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens"):
-            if isinstance(count := usage.get(kind), int):
-                total[kind] = total.get(kind, 0) + count
+def _usage(loop: Loop, used: dict[str, Any]) -> None:
+    """A model call of this loop (an answer, a repair, a summary): into the loop's total (its
+    node's, for a delegate its caller's too) and the run's, by the loop's model."""
+    usage.add(loop.data["usage"], used)
+    if loop.path:
+        usage.add(loop.top["usage"], used)
+    usage.count(loop.walk.state.usage, used, loop.config.model_provider, loop.config.model)
 
 
 # -- the budget --------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ class RunState:
     loops: dict[str, dict[str, Any]] = field(default_factory=dict)  # loop key -> progress
     parallels: dict[str, dict[str, Any]] = field(default_factory=dict)  # parallel key -> branches
     asked: dict[str, dict[str, Any]] = field(default_factory=dict)  # actor key -> arguments
-    usage: dict[str, int] = field(default_factory=dict)  # model tokens so far, by kind
+    usage: dict[str, Any] = field(default_factory=dict)  # model tokens so far (engine/usage.py)
     agents: dict[str, dict[str, Any]] = field(default_factory=dict)  # react node key -> loop
 
     def to_dict(self) -> dict[str, Any]:

@@ -11,8 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from dhub.domain.nodes import ActorCallWorkflowNode, HumanInputWorkflowNode, StartWorkflowNode
-from dhub.engine import actions, react
+from dhub.domain.nodes import (
+    ActorCallWorkflowNode,
+    HumanInputWorkflowNode,
+    LLMWorkflowNode,
+    StartWorkflowNode,
+)
+from dhub.engine import actions, react, usage
 from dhub.engine.actions import NodeFailure
 from dhub.engine.compile import CompiledGraph, Link
 from dhub.engine.expressions import Expressions, shared
@@ -154,7 +159,9 @@ class Stepper:
         try:
             produced = actions.call_values(node, event.value)
             if event.usage:
-                _count_usage(walk.state.usage, event.usage)
+                assert isinstance(node, LLMWorkflowNode)  # the only node that calls a model
+                usage.count(walk.state.usage, event.usage, node.config.model_provider,
+                            node.config.model)  # fmt: skip
                 walk.succeed(frame, node_id, produced, usage=event.usage)
                 return
             walk.succeed(frame, node_id, produced)
@@ -222,9 +229,3 @@ def _split(state: RunState, key: str) -> tuple[str, str]:
 
 
 _PROVIDER_DETAILS = ("provider", "model", "status")  # kept from a failed model call's error
-
-
-def _count_usage(total: dict[str, int], usage: dict[str, Any]) -> None:
-    for kind in ("input_tokens", "output_tokens", "reasoning_tokens", "cached_tokens"):
-        if isinstance(count := usage.get(kind), int):
-            total[kind] = total.get(kind, 0) + count

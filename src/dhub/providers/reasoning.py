@@ -101,3 +101,20 @@ def anthropic_thinking(
             model=info.id,
         )
     return Thinking({"type": "enabled", "budget_tokens": budget}, None, budget + answer)
+
+
+def accepted_efforts(info: ModelInfo, wire: str) -> tuple[Effort, ...]:
+    """The ``reasoning_effort`` values a call to ``info`` through an adapter of ``wire``
+    (``anthropic``, else an OpenAI-style API) takes, found by the very mapping the adapter
+    applies: a check at save time cannot disagree with the call."""
+    accepted = []
+    for effort in EFFORTS:
+        try:
+            if wire == "anthropic":
+                anthropic_thinking(info, effort, None)
+            else:
+                openai_effort(info, effort)
+        except UnsupportedFeature:
+            continue
+        accepted.append(effort)
+    return tuple(accepted)

@@ -10,15 +10,16 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from dhub.providers import catalog
+from dhub.providers import catalog, reasoning
 from dhub.providers.catalog import ModelInfo
 from dhub.providers.client import ModelClient, RetryPolicy
 from dhub.providers.config import BUILT_IN_ENV, EntryConfig, ProvidersConfig
 from dhub.providers.errors import ProviderError
 from dhub.providers.tokens import TokenCounter
-from dhub.providers.types import ModelProvider
+from dhub.providers.types import Effort, ModelProvider
 
 DOCS = "docs/providers.md"
+_ADAPTER_WIRES = ("openai", "anthropic", "openai_compatible")  # those that map efforts
 
 
 @dataclass
@@ -95,6 +96,20 @@ class Providers:
                 entry.make(entry.info), entry.info, entry.policy, self.counter
             )
         return entry.client
+
+    def refused_effort(self, provider: str, model: str, effort: str) -> tuple[Effort, ...] | None:
+        """The efforts ``model`` takes, when the catalog knows it cannot take ``effort``; None
+        when it can, or when the catalog does not know (a provider not configured, a model
+        not listed, a test model): only what is known is refused."""
+        try:
+            entry = self._entry(provider, model)
+        except ProviderError:
+            return None
+        info = entry.info(model)
+        if entry.wire not in _ADAPTER_WIRES or not info.known:
+            return None
+        accepted = reasoning.accepted_efforts(info, entry.wire)
+        return None if effort in accepted else accepted
 
     def input_budget(self, provider: str, model: str, wanted: int) -> int:
         """``max_input_tokens`` as it applies: never more than the model's context window."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import json
 import logging
 from collections.abc import Callable
@@ -193,11 +194,13 @@ class RunWriter:
             self.run_id, self.step, self.next_seq, patch, events,
             [store.command_record(self.run_id, c, at) for c in opened], closed, at,
         )  # fmt: skip
+        usage = step.state.usage
         return StepWrite(
             rows, self.owner, status, waiting, ended=ended,
             outputs=step.state.outputs if ended else None,
             error=step.state.error if ended else None, release=ended or park, reply=reply,
             wake_at=min(timers) if park and timers else None,
+            usage=copy.deepcopy(usage) if usage != self.before.get("usage", {}) else None,
         ), taken  # fmt: skip
 
     def show(self, event: dict[str, Any]) -> None:

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import Any
 
 import orjson
@@ -27,10 +28,13 @@ Predicate = Callable[[Any], bool]
 
 @dataclass(frozen=True, slots=True)
 class FieldProblem:
-    """One problem with a call's values; ``field`` is a path like ``inputs.items[2].id``."""
+    """One problem with a call's values; ``field`` is a path like ``inputs.items[2].id``;
+    ``rule`` the path in the checked schema of the keyword the value breaks (when known; it
+    does not tell problems apart)."""
 
     field: str
     message: str
+    rule: tuple[str | int, ...] = dataclass_field(default=(), compare=False)
 
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"
@@ -60,21 +64,29 @@ def output_schema(spec: Any) -> Any:
 def schema_problem(schema: Any, *, type_names: bool = False) -> str | None:
     """None when ``schema`` is a valid JSON Schema (or, with ``type_names``, a type name);
     otherwise what is wrong with it, as a sentence."""
+    found = schema_problem_at(schema, type_names=type_names)
+    return found[1] if found else None
+
+
+def schema_problem_at(
+    schema: Any, *, type_names: bool = False
+) -> tuple[tuple[str | int, ...], str] | None:
+    """``schema_problem``, with where in ``schema`` the problem is (a path of keys and
+    indexes, empty for the schema itself)."""
     if type_names and isinstance(schema, str):
         if schema in TYPE_NAMES:
             return None
-        return f"Unknown type '{schema}': use one of {', '.join(TYPE_NAMES)}, or a JSON schema."
+        names = ", ".join(TYPE_NAMES)
+        return (), f"Unknown type '{schema}': use one of {names}, or a JSON schema."
     if not isinstance(schema, dict | bool):
-        return (
-            f'Expected a JSON schema (an object such as {{"type": "string"}}), got {_show(schema)}.'
-        )
+        shape = 'an object such as {"type": "string"}'
+        return (), f"Expected a JSON schema ({shape}), got {_show(schema)}."
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path)
-        return f"Not a valid JSON schema{f' at {where}' if where else ''}: {exc.message}."
+        return tuple(exc.absolute_path), f"Not a valid JSON schema: {exc.message}."
     except RecursionError:
-        return "The schema is nested too deeply to check: flatten it."
+        return (), "The schema is nested too deeply to check: flatten it."
     return None
 
 
@@ -382,8 +394,9 @@ def _describe(error: ValidationError, root: str) -> list[FieldProblem]:
     if kind == "additionalProperties" and rule is False:
         return _unknown(at, error.schema, got, root)
     if kind in ("anyOf", "oneOf"):
-        return [FieldProblem(at, _no_form(error, root))]
-    return [FieldProblem(at, _sentence(kind, rule, got, error.message))]
+        return [FieldProblem(at, _no_form(error, root), tuple(error.absolute_schema_path))]
+    sentence = _sentence(kind, rule, got, error.message)
+    return [FieldProblem(at, sentence, tuple(error.absolute_schema_path))]
 
 
 def _missing(at: str, names: Any, instance: Any, root: str) -> list[FieldProblem]:

@@ -19,7 +19,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig, FunctionSpec
-from dhub.sandbox.schemas import schema_problem
+from dhub.sandbox.schemas import schema_problem_at
 from dhub.sandbox.signature import NOT_JSON, hint_schema, literal, nullable, parameter_docs, summary
 
 JsonSchema = dict[str, Any]
@@ -326,9 +326,9 @@ def schema_problems(owner: Mapping[str, Any], key: str, *, type_names: bool) -> 
         return []
     problems = []
     for name, schema in entries.items():
-        problem = schema_problem(schema, type_names=type_names)
-        if problem:
-            problems.append(Problem((key, name), problem, "invalid_schema"))
+        found = schema_problem_at(schema, type_names=type_names)
+        if found:  # pointing into the schema, at the keyword that is wrong
+            problems.append(Problem((key, name, *found[0]), found[1], "invalid_schema"))
     return problems
 
 

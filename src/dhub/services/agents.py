@@ -18,7 +18,9 @@ from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.merge_patch import merge_patch
 from dhub.engine.validate import collect_errors, validate_agent_document
+from dhub.providers.registry import Providers
 from dhub.services import sharing
+from dhub.services.model_checks import effort_errors
 from dhub.services.references import check_agent_references
 from dhub.store import agents as repo
 from dhub.store import audit
@@ -70,8 +72,10 @@ def decode_cursor(cursor: str) -> str:
 
 
 class AgentService:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, providers: Providers | None = None) -> None:
         self.db = db
+        # The server's model catalog: what its models cannot take is refused at save time.
+        self.providers = providers
         self._reach = shares.ReachCache()
 
     async def create(self, principal: Principal, doc: Any) -> AgentView:
@@ -79,9 +83,10 @@ class AgentService:
         agent_id, now = new_id("agent"), now_ms()
         document = dump_spec(spec)
         async with self.db.write() as conn:
-            references = await check_agent_references(conn, principal, spec)
-            if references:
-                raise InvalidInput(references)
+            problems = effort_errors(self.providers, spec)
+            problems += await check_agent_references(conn, principal, spec)
+            if problems:
+                raise InvalidInput(problems)
             await self._check_name_free(conn, principal, spec, None)
             await self._insert(conn, agent_id, spec, document, principal, now)
             found = await repo.get_agent(conn, agent_id, sorted(principal.principal_ids))
@@ -181,9 +186,10 @@ class AgentService:
             if errors or doc_errors or spec is None:
                 raise InvalidInput([*doc_errors, *errors])
             if dump_spec(spec) != found.record.document:  # a new version: check its references
-                references = await check_agent_references(conn, principal, spec)
-                if references:
-                    raise InvalidInput(references)
+                problems = effort_errors(self.providers, spec)
+                problems += await check_agent_references(conn, principal, spec)
+                if problems:
+                    raise InvalidInput(problems)
             if owners is not None:
                 before = [o["id"] for o in found.owners]
                 await sharing.change_owners(conn, principal, agent_id, before, owners)
@@ -342,8 +348,9 @@ class AgentService:
         """What a create would say of ``doc`` (its references too), without storing it."""
         spec, errors = collect_errors(doc)
         if spec is not None:
+            errors = effort_errors(self.providers, spec)
             async with self.db.read(snapshot=True) as conn:
-                errors = await check_agent_references(conn, principal, spec)
+                errors += await check_agent_references(conn, principal, spec)
         return {"valid": not errors, "errors": [e.as_dict() for e in errors]}
 
 

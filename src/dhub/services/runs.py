@@ -38,6 +38,7 @@ from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import Answer, Decision
 from dhub.runtime.run_writer import start_state
 from dhub.services.agents import AgentService
+from dhub.services.model_checks import override_errors
 from dhub.services.resolution import (
     UnresolvableAgent,
     refers,
@@ -247,6 +248,10 @@ class RunService:
         record, document = await self.agents.for_run(who, agent_id, version)
         version = version or record.version
         graph = await self.graphs.load(agent_id, version, who, document, starting=True)
+        if isinstance(effort := sys_extra.get("reasoning_effort"), str):
+            refused = override_errors(self.agents.providers, graph, effort)
+            if refused:
+                raise InvalidInput(refused)
         if chat is not None and graph.spec.mode == "react":
             sys_extra = {**sys_extra, **await self._history(chat[0])}
         if chat is not None and "message" in _start_variables(graph):

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Boolean, bindparam, case, func, insert, null, update
+from sqlalchemy import JSON, Boolean, bindparam, case, func, insert, null, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.base import Executable
 
@@ -73,6 +73,7 @@ class StepWrite:
     release: bool = False  # give the lease up with this step (the run is parked)
     reply: Reply | None = None
     wake_at: float | None = None  # a parked run's next timer (distributed: a scheduled job)
+    usage: dict[str, Any] | None = None  # the run's token usage, when this step changed it
 
     @property
     def next_seq(self) -> int:
@@ -93,6 +94,8 @@ _PROGRESS = {
     "waiting": bindparam("b_waiting", type_=runs.c.waiting.type),
     "started_at": func.coalesce(runs.c.started_at, bindparam("b_at")),
     "lease_owner": bindparam("b_lease_owner"),
+    # Written only by the steps that change it (a model call's): NULL keeps the column.
+    "usage": func.coalesce(bindparam("b_usage", type_=JSON(none_as_null=True)), runs.c.usage),
     "lease_expires_at": case(
         (bindparam("b_release", type_=Boolean), null()), else_=runs.c.lease_expires_at
     ),
@@ -200,6 +203,7 @@ def _run_values(w: StepWrite) -> dict[str, Any]:
         "b_waiting": w.waiting,
         "b_lease_owner": None if w.release else w.owner,
         "b_release": w.release,
+        "b_usage": w.usage,
     }
     if w.ended:
         values |= {"b_outputs": w.outputs, "b_error": w.error}
