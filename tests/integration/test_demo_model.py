@@ -38,8 +38,8 @@ def events(client: TestClient, run_id: str) -> list[dict[str, Any]]:
 
 
 def say(client: TestClient, conversation: str, text: str) -> str:
-    body = {"content": text}
-    return str(ok(client.post(f"{API}/conversations/{conversation}/messages", json=body), 202)["id"])
+    sent = client.post(f"{API}/conversations/{conversation}/messages", json={"content": text})
+    return str(ok(sent, 202)["id"])
 
 
 def decide(client: TestClient, run_id: str, **body: Any) -> dict[str, Any]:
@@ -71,8 +71,12 @@ def test_the_support_example_looks_up_asks_to_refund_and_answers_with_no_key(
     assert task["request"]["arguments"] == {"order_id": "A-1001", "amount": 42.0}
     assert done["outputs"] == {"answer": "Done: order A-1001 is refunded (42.0)."}, done
     calls = [(e["type"], e["data"].get("name")) for e in log if e["type"].startswith("tool.")]
-    assert calls == [("tool.called", "lookup_order"), ("tool.succeeded", "lookup_order"),
-                     ("tool.called", "issue_refund"), ("tool.succeeded", "issue_refund")]
+    assert calls == [
+        ("tool.called", "lookup_order"),
+        ("tool.succeeded", "lookup_order"),
+        ("tool.called", "issue_refund"),
+        ("tool.succeeded", "issue_refund"),
+    ]
     messages = [e for e in log if e["type"] == "agent.message"]
     assert len(messages) == 3
     assert all(m["data"]["usage"]["model"] == "demo" for m in messages)
@@ -136,7 +140,8 @@ def test_the_api_says_what_answers_for_each_provider(settings: Settings) -> None
     assert openai == {"name": "openai", "configured": False, "type": "demo", "demo": True,
                       "configure": "set DHUB_OPENAI_API_KEY"}  # fmt: skip
     assert ollama["demo"] is True and ollama["configure"] == (
-        "add an entry named 'ollama' to the providers file (DHUB_PROVIDERS_FILE)")
+        "add an entry named 'ollama' to the providers file (DHUB_PROVIDERS_FILE)"
+    )
     assert local == {"name": "local", "configured": True, "type": "scripted", "demo": False,
                      "configure": None}  # fmt: skip
     assert anonymous.status_code == 401
