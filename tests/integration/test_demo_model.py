@@ -80,6 +80,7 @@ def test_the_support_example_looks_up_asks_to_refund_and_answers_with_no_key(
     messages = [e for e in log if e["type"] == "agent.message"]
     assert len(messages) == 3
     assert all(m["data"]["usage"]["model"] == "demo" for m in messages)
+    assert done["usage"]["model"] == "demo" and done["usage"]["input_tokens"] > 0
     assert refused["outputs"]["answer"].startswith("I did not refund order B-77.")
     assert "B-77 was never paid" in refused["outputs"]["answer"]
     replies = [m["content"] for m in conversation["messages"] if m["role"] == "assistant"]
@@ -97,6 +98,7 @@ def test_the_summarizer_example_gets_a_headline_marked_demo(settings: Settings) 
     [summarized] = [e for e in log if e["type"] == "node.succeeded" and e["node_id"] == "summarize"]
     assert summarized["data"]["usage"]["model"] == "demo"
     assert summarized["data"]["usage"]["estimated"] is True
+    assert done["usage"]["model"] == "demo"
 
 
 def test_anything_else_gets_an_honest_demo_reply_saying_what_to_set(settings: Settings) -> None:
@@ -158,7 +160,8 @@ def test_a_configured_provider_is_never_replaced_by_the_demo_model(settings: Set
         resolved = ok(client.get(f"{API}/providers/openai"))
     assert done["outputs"] == {"headline": "Disk almost full on db-1"}
     [summarized] = [e for e in log if e["type"] == "node.succeeded" and e["node_id"] == "summarize"]
-    assert "model" not in summarized["data"]["usage"]
+    assert "model" not in summarized["data"]["usage"] and "model" not in done["usage"]
+    assert done["usage"]["output_tokens"] == summarized["data"]["usage"]["output_tokens"] > 0
     assert resolved["demo"] is False and resolved["type"] == "scripted"
 
 
