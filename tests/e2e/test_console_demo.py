@@ -98,7 +98,9 @@ def test_the_summarizer_example_runs_on_the_demo_model_from_the_console(
     expect(page.get_by_test_id("run-demo")).to_contain_text(CONFIGURE)
     page.get_by_test_id("graph-node-summarize").click()
     inputs = page.get_by_test_id("node-inputs")  # the prompt as the model got it
-    expect(inputs).to_contain_text('Write a one-line headline for this alert: {"host": "db-1", "disk": 97}')
+    expect(inputs).to_contain_text(
+        'Write a one-line headline for this alert: {"host": "db-1", "disk": 97}'
+    )
     snap(page, shots, "demo-06-run")
     run_id = page.url.rsplit("/", 1)[-1]
     assert api(server, "GET", f"/runs/{run_id}")["usage"]["model"] == "demo"

@@ -214,6 +214,8 @@ function NodePanel({ nodeId, node, run, onClose }: {
           <p className="muted small">Not evaluated yet; as configured:</p>
           <KeyValues values={mappings} />
         </>
+      ) : node?.type === 'error_handler' ? (
+        <p className="muted">None: it acts when <code>{String(node.config.target_node_id ?? '')}</code> fails.</p>
       ) : (
         <p className="muted">{run?.startedAt ? 'It takes none.' : 'Not started.'}</p>
       )}
@@ -230,7 +232,7 @@ function NodePanel({ nodeId, node, run, onClose }: {
         </>
       )}
       <h4>Outputs</h4>
-      {run?.outputs !== undefined ? <KeyValues values={run.outputs as Record<string, unknown>} testId="node-outputs" /> : <p className="muted">None yet.</p>}
+      {run?.outputs !== undefined ? <KeyValues values={run.outputs as Record<string, unknown>} testId="node-outputs" /> : <p className="muted">{run?.finishedAt ? 'None.' : 'None yet.'}</p>}
       {run?.error !== undefined && (
         <>
           <h4>Error</h4>

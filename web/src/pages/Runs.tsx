@@ -115,10 +115,12 @@ export function RunsPage({ route }: { route: Route }) {
                     <span className="muted small">v{r.agent_version}</span>
                   </td>
                   <td data-label="Status">
-                    <StatusBadge status={r.status} />
-                    {r.status === 'failed' && r.error && (
-                      <div className="run-reason" data-testid="run-reason" title={failureReason(r.error, 10_000)}>{failureReason(r.error)}</div>
-                    )}
+                    <div>
+                      <StatusBadge status={r.status} />
+                      {r.status === 'failed' && r.error && (
+                        <div className="run-reason" data-testid="run-reason" title={failureReason(r.error, 10_000)}>{failureReason(r.error)}</div>
+                      )}
+                    </div>
                   </td>
                   <td data-label="Started">{formatTime(r.created_at)}</td>
                   <td data-label="Took">{r.finished_at && r.started_at ? formatDuration(r.finished_at - r.started_at) : '—'}</td>

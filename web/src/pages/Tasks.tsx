@@ -5,7 +5,7 @@ import { TaskCard } from '../components/TaskCard'
 import { useSession } from '../session'
 import type { Task } from '../types'
 import { href } from '../router'
-import { shortId, useAsync, useInterval } from '../util'
+import { useAsync, useInterval } from '../util'
 import { useAgentNames } from './Runs'
 
 export function TasksPage() {
@@ -28,7 +28,7 @@ export function TasksPage() {
       <div aria-live="polite">
         {message && (
           <p className="success" role="status" data-testid="task-message">
-            {message.text} <a href={href(`/runs/${message.runId}`)}>Follow its run {shortId(message.runId)}</a>
+            {message.text} <a href={href(`/runs/${message.runId}`)}>Follow its run</a>
           </p>
         )}
       </div>
