@@ -239,6 +239,9 @@ def test_chat_with_the_support_assistant_approving_its_refund(
     refund = page.locator("[data-testid=tool-call][data-name='issue_refund']")
     expect(refund).to_have_attribute("data-status", "succeeded")
     expect(refund).to_contain_text("approved by user.admin")
+    # A configured provider (here a scripted one) is never taken for the demo model.
+    expect(page.get_by_test_id("demo-banner")).to_have_count(0)
+    expect(page.get_by_test_id("demo-label")).to_have_count(0)
     expect(page.locator("[data-testid=message][data-role='user']")).to_have_text(
         re.compile("Please refund order A-1001")
     )
