@@ -126,9 +126,9 @@ export function RunDetailPage({ runId }: { runId: string }) {
             <Loading />
           )}
           <p className="muted small legend" aria-hidden="true">
-            <span className="swatch state-succeeded" /> succeeded <span className="swatch state-running" /> running{' '}
-            <span className="swatch state-waiting" /> waiting <span className="swatch state-failed" /> failed{' '}
-            <span className="swatch state-skipped" /> skipped <span className="swatch state-retrying" /> retrying
+            {['succeeded', 'running', 'waiting', 'failed', 'skipped', 'retrying'].map((state) => (
+              <span key={state} className="legend-item"><span className={`swatch state-${state}`} /> {state}</span>
+            ))}
           </p>
           {selected && (
             <NodePanel nodeId={selected} node={node} run={states.get(selected)} onClose={() => setSelected(null)} />
