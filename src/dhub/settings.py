@@ -27,6 +27,9 @@ class Settings:
     providers: ProvidersConfig = field(default_factory=ProvidersConfig)
     # A react agent's max_input_tokens when it sets none (always capped at the model's window).
     default_max_input_tokens: int = 32_000
+    # The demo model answers, labelled, for every model provider not configured
+    # (DHUB_DEMO_MODEL: on, off; unset: on when the server loads examples). docs/providers.md
+    demo_model: bool = False
     # "embedded": runs execute in the server process. "distributed": runs are queued in
     # PostgreSQL (procrastinate) for worker processes (docs/deploy.md).
     execution: str = "embedded"
@@ -67,7 +70,21 @@ class Settings:
             providers=ProvidersConfig.from_env(),
             default_max_input_tokens=int(os.environ.get("DHUB_DEFAULT_MAX_INPUT_TOKENS") or 32_000),
             execution=os.environ.get("DHUB_EXECUTION") or "embedded",
+            demo_model=switch("DHUB_DEMO_MODEL", default=bool(examples)),
         )
+
+
+_ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")
+
+
+def switch(name: str, default: bool) -> bool:
+    """An on/off environment variable; unset or empty: ``default``."""
+    raw = (os.environ.get(name) or "").strip().lower()
+    if not raw:
+        return default
+    if raw in _ON or raw in _OFF:
+        return raw in _ON
+    raise ValueError(f"{name} must be on or off (or 1/0, true/false, yes/no), not {raw!r}.")
 
 
 def default_sqlite_url(data_dir: Path) -> str:

@@ -25,15 +25,11 @@ import httpx
 import playwright.sync_api as playwright_api
 import pytest
 
+from tests.e2e.browser import CHROMIUM, LAPTOP, PHONE, WAIT, Page
 from tests.e2e.test_serve import ROOT, Server
 
-CHROMIUM = Path("/usr/bin/chromium")
 CONSOLE = ROOT / "src" / "dhub" / "api" / "console" / "index.html"
 TOKEN = "dhub_console_e2e_token"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
 # The support assistant's model, as tests/e2e/test_react_chat_cli.py scripts it.
 REPLIES: list[Any] = [
     {"tool_calls": [{"id": "l1", "name": "lookup_order", "arguments": {"order_id": "A-1001"}}]},
@@ -44,9 +40,6 @@ REPLIES: list[Any] = [
                      "arguments": {"order_id": "A-1002", "amount": 10.0}}]},
     "I did not refund A-1002.",
 ]  # fmt: skip
-LAPTOP = {"width": 1280, "height": 900}
-PHONE = {"width": 390, "height": 844}
-WAIT = 30_000  # ms: runs start a sandboxed process, the first one takes a moment
 
 
 # `make test` installs Chromium and builds the console first; without them these tests fail
@@ -58,15 +51,6 @@ if not CONSOLE.exists():
     _MISSING.append(f"the console is not built ({CONSOLE} is missing): make web")
 if _MISSING:
     pytest.fail("; ".join(_MISSING), pytrace=False)
-
-Page = Any  # playwright.sync_api.Page (typed loosely: the package is optional here)
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    where = tmp_path_factory.mktemp("console-screenshots")
-    print(f"\nconsole screenshots: {where}")
-    return where
 
 
 @pytest.fixture(scope="module")
@@ -80,30 +64,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         yield served
     finally:
         served.stop()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Page]:
-    context = browser.new_context(viewport=LAPTOP)
-    context.set_default_timeout(WAIT)
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
-        yield opened
-    finally:
-        context.close()
-    assert not errors, f"uncaught errors in the page: {errors}"
 
 
 def api(server: Server, method: str, path: str, **kwargs: Any) -> Any:
@@ -279,6 +239,9 @@ def test_chat_with_the_support_assistant_approving_its_refund(
     refund = page.locator("[data-testid=tool-call][data-name='issue_refund']")
     expect(refund).to_have_attribute("data-status", "succeeded")
     expect(refund).to_contain_text("approved by user.admin")
+    # A configured provider (here a scripted one) is never taken for the demo model.
+    expect(page.get_by_test_id("demo-banner")).to_have_count(0)
+    expect(page.get_by_test_id("demo-label")).to_have_count(0)
     expect(page.locator("[data-testid=message][data-role='user']")).to_have_text(
         re.compile("Please refund order A-1001")
     )

@@ -1,6 +1,6 @@
 // What a run's events say about each node: its state, timing, outputs and error.
 
-import type { RunEvent } from './types'
+import type { RunEvent, WorkflowNode } from './types'
 
 export type NodeState =
   | 'pending' | 'running' | 'waiting' | 'succeeded' | 'failed' | 'skipped' | 'retrying' | 'cancelled'
@@ -107,23 +107,55 @@ function trackTool(out: Map<string, NodeRun>, event: RunEvent): void {
   }
 }
 
-/** Token usage: the run's own, else the sum of what its nodes reported. */
-export function usageOf(runUsage: Record<string, unknown> | undefined, events: RunEvent[]): Record<string, number> {
+/** Token usage: the run's own (saved when it ends), else the sum of what its nodes reported;
+ * `model` is "demo" when the demo model answered a call. */
+export function usageOf(runUsage: Record<string, unknown> | undefined, events: RunEvent[]): Record<string, number | string> {
   if (runUsage && Object.keys(runUsage).length) {
-    const out: Record<string, number> = {}
-    for (const [k, v] of Object.entries(runUsage)) if (typeof v === 'number') out[k] = v
+    const out: Record<string, number | string> = {}
+    for (const [k, v] of Object.entries(runUsage)) if (typeof v === 'number' || k === 'model') out[k] = v as number | string
     if (Object.keys(out).length) return out
   }
-  const total: Record<string, number> = {}
+  const total: Record<string, number | string> = {}
   for (const e of events) {
-    if (e.type !== 'node.succeeded' && e.type !== 'node.failed') continue
+    if (e.type !== 'node.succeeded' && e.type !== 'node.failed' && e.type !== 'agent.message') continue
     const u = e.data.usage
     if (!u || typeof u !== 'object') continue
-    for (const [k, v] of Object.entries(u as Record<string, unknown>)) {
-      if (typeof v === 'number') total[k] = (total[k] ?? 0) + v
+    const usage = u as Record<string, unknown>
+    if (typeof usage.model === 'string') total.model = usage.model
+    if (e.type === 'agent.message') continue // its node's node.succeeded sums its tokens
+    for (const [k, v] of Object.entries(usage)) {
+      if (typeof v === 'number') total[k] = Number(total[k] ?? 0) + v
     }
   }
   return total
+}
+
+/** Error handlers never run themselves: each takes the state of its handling of its target
+ * (retrying it, then succeeded when a retry worked or it took over with `continue` or its
+ * fallback, failed when it gave up); not run while the target never failed. */
+export function withHandlers(states: Map<string, NodeRun>, nodes: WorkflowNode[]): Map<string, NodeRun> {
+  const out = new Map(states)
+  for (const node of nodes) {
+    if (node.type !== 'error_handler') continue
+    const target = states.get(String(node.config.target_node_id ?? ''))
+    if (!target) continue
+    const handled = target.events.filter((e) => e.type === 'node.retrying' || e.type === 'node.failed')
+    if (!handled.length) continue
+    const h = emptyNodeRun()
+    h.events = handled
+    h.frames = target.frames
+    h.startedAt = handled[0].created_at
+    const tookOver = handled.some((e) => e.type === 'node.failed' && e.data.handled_by === node.id)
+    if (tookOver) h.state = 'succeeded'
+    else if (target.state === 'failed' || target.state === 'cancelled') h.state = target.state
+    else if (target.state === 'succeeded') h.state = 'succeeded' // a retry worked
+    else h.state = 'retrying'
+    if (h.state !== 'retrying') h.finishedAt = handled[handled.length - 1].created_at
+    const retries = handled.filter((e) => e.type === 'node.retrying').length
+    h.outputs = { retries, outcome: tookOver ? String(node.config.on_error ?? 'handled') : h.state === 'failed' ? 'gave up' : h.state === 'succeeded' ? 'a retry worked' : 'retrying' }
+    out.set(node.id, h)
+  }
+  return out
 }
 
 /** One line about an event, for the timeline. */
@@ -134,6 +166,8 @@ export function summarize(event: RunEvent): string {
     return s && s.length > n ? `${s.slice(0, n)}…` : s ?? ''
   }
   switch (event.type) {
+    case 'node.started':
+      return d.inputs !== undefined ? `inputs ${short(d.inputs)}` : ''
     case 'node.succeeded':
     case 'run.succeeded':
       return d.outputs && Object.keys(d.outputs as object).length ? `outputs ${short(d.outputs)}` : ''

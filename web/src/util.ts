@@ -85,3 +85,17 @@ export function useInterval(fn: () => void, ms: number | null): void {
     return () => window.clearInterval(id)
   }, [ms])
 }
+
+/** "1 message", "2 messages", "0 messages": the count with its noun, singular only for one. */
+export function plural(count: number, noun: string, nouns = `${noun}s`): string {
+  return `${count} ${count === 1 ? noun : nouns}`
+}
+
+/** Why a run failed, in one line: the failed node and the error's message. */
+export function failureReason(error: Record<string, unknown> | null | undefined, max = 160): string {
+  if (!error) return ''
+  const message = String(error.message ?? error.kind ?? 'failed')
+  const node = typeof error.node_id === 'string' && error.node_id ? `${error.node_id}: ` : ''
+  const text = `${node}${message}`
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text
+}

@@ -8,6 +8,9 @@ transcript alone.
 At a terminal, a form or a confirmation the turn waits for is asked right there; otherwise
 the command that answers it (``dhub tasks ...``) is shown and the turn is waited for, since
 stdin carries the messages, not answers.
+
+A reply the server's demo model wrote (no real model provider configured; docs/providers.md)
+comes after a ``[demo model: ...]`` line on stdout, which says how to configure a real one.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from dhub.client import (
 from dhub.runtime.ports import PortError
 
 PROMPT = "you> "
+DEMO = "demo"  # usage.model of the demo model's answers
 LEAVE = ("/exit", "/quit")
 
 
@@ -101,6 +105,8 @@ class _Chat:
         self.failed = False
         self.console = Console(stderr=True)
         self.view = None if quiet else LiveView(self.console)
+        self.demo_answered = False  # this turn's reply came from the demo model
+        self._configure: str | None = None  # how to configure a real model, once asked
 
     def run(self) -> None:
         if self.interactive:
@@ -145,6 +151,7 @@ class _Chat:
     def _turn(self, text: str) -> bool:
         """Send one message and show its turn; False when it did not succeed."""
         run_id: str | None = None
+        self.demo_answered = False
         try:
             with self.api.stream_message(self.conversation.id, text) as turn:
                 run_id = turn.run_id
@@ -161,10 +168,26 @@ class _Chat:
             return self._failed(error_lines(exc))
         if done.run.status != "succeeded":
             return self._failed([failure_line(done.run)])
+        if self.demo_answered:
+            typer.echo(self._demo_label())
         typer.echo(done.reply if done.reply is not None else "")
         return True
 
+    def _demo_label(self) -> str:
+        """The line before a reply the demo model wrote (docs/providers.md): it says so, and
+        how to configure a real model."""
+        if self._configure is None:
+            try:
+                how = self.api.resolve_provider(_provider_of(self.agent)).get("configure")
+            except DhubClientError:
+                how = None
+            self._configure = str(how or "configure a model provider (docs/providers.md)")
+        return f"[demo model: not a real LLM; for real answers, {self._configure} on the server]"
+
     def _show(self, run_id: str, event: RunEvent) -> None:
+        usage = event.data.get("usage")
+        if isinstance(usage, dict) and usage.get("model") == DEMO:
+            self.demo_answered = True
         if self.view is not None and event.node_id is not None:
             self.view.show(trace_of(event))
         if event.type == "node.waiting":
@@ -231,3 +254,15 @@ class _Chat:
 
     def _note(self, text: str, style: str = "") -> None:
         self.console.print(text, style=style, soft_wrap=True, highlight=False, markup=False)
+
+
+def _provider_of(agent: Agent) -> str:
+    """The model provider the agent's replies come from: a react agent's, else its first
+    ``llm`` node's."""
+    config = agent.get("agent") or {}
+    if config.get("model_provider"):
+        return str(config["model_provider"])
+    for node in agent.get("nodes") or []:
+        if node.get("type") == "llm" and (node.get("config") or {}).get("model_provider"):
+            return str(node["config"]["model_provider"])
+    return "openai"

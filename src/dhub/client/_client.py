@@ -215,6 +215,14 @@ class Client(AccessMixin, RunsMixin, ConversationsMixin):
         changed = updated.get("version") != existing.get("version")
         return ApplyResult("updated" if changed else "unchanged", updated)
 
+    # -- models ------------------------------------------------------------------------------
+
+    def resolve_provider(self, name: str) -> dict[str, Any]:
+        """What answers for the model provider ``name`` on the server: ``configured``,
+        ``type``, ``demo`` (the demo model answers for it) and ``configure`` (how to make it a
+        real provider, e.g. "set DHUB_OPENAI_API_KEY"); docs/providers.md."""
+        return self._object("GET", f"/providers/{segment(name)}")
+
     # -- transport ---------------------------------------------------------------------------
 
     def _object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:

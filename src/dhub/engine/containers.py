@@ -95,6 +95,7 @@ class Containers:
 
     def run_loop(self, frame: str, node: LoopWorkflowNode, ev: Evaluate) -> None:
         count, items = actions.loop_items(ev, node, self.walk.scope(frame))
+        self.walk.started_with({"count": count} if items is None else {"items": items})
         if count == 0 or self.walk.stepper.scope_size[node.id] == 0:
             results: list[dict[str, Any]] = [{} for _ in range(count)]
             self.walk.succeed(frame, node.id, {"results": results, "count": count})

@@ -152,6 +152,7 @@ def begin(walk: Walk, frame: str, node: AgentNode) -> None:
     _check_runnable(node)
     history = list(walk.state.sys.get("history") or [])
     task = {"role": "user", "content": task_of(walk.state.sys, walk.state.inputs)}
+    walk.started_with({"message": task["content"]})
     top = new_loop([*history, task], routes={})
     if isinstance(summary := walk.state.sys.get("summary"), str) and summary:
         top["summary"] = summary  # a chat's earlier turns, compacted by an earlier run

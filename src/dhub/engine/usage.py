@@ -5,6 +5,8 @@
 which also keeps ``total_tokens`` (input + output: reasoning tokens are part of the output,
 cached ones of the input) and ``by_model`` (``"<provider>/<model>"`` -> the same counts and
 the number of ``calls``). ``estimated`` is true once any count was an offline estimate.
+``model`` is ``"demo"`` once the demo model answered a call (providers/demo.py): the one label
+a call's usage may carry, kept in every total it goes into.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ def add(total: dict[str, Any], usage: Mapping[str, Any]) -> None:
         count = usage.get(kind)
         if isinstance(count, int) and not isinstance(count, bool):
             total[kind] = total.get(kind, 0) + count
+    if isinstance(usage.get("model"), str):  # a label a call's usage carries: "demo"
+        total["model"] = usage["model"]
 
 
 def count(total: dict[str, Any], usage: Mapping[str, Any], provider: str, model: str) -> None:

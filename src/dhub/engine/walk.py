@@ -64,6 +64,7 @@ class Walk:
         self.cancelled: list[str] = []
         self.frontier: list[tuple[int, str, str]] = []  # (document position, frame, node id)
         self._sys: dict[str, Any] | None = None
+        self._starting: dict[str, Any] = {}  # the node.started event of the node running now
         self.boxes = Containers(self)
 
     # -- the loop -----------------------------------------------------------------------------
@@ -128,13 +129,17 @@ class Walk:
     def _execute(self, frame: str, node_id: str) -> None:
         node = self.graph.nodes[node_id]
         self.trace("node.started", frame, node_id)
+        self._starting = self.events[-1]
         try:
             self._runners[node.type](self, frame, node, Evaluate(self.stepper.ex, node_id))
         except NodeFailure as failure:
             self.on_failure(frame, node_id, failure)
+        finally:
+            self._starting = {}  # nothing later in the step writes into this node's start
 
     def _start(self, frame: str, node: StartWorkflowNode, _: Evaluate) -> None:
         values = actions.start_values(node, self.state.inputs)
+        self.started_with(values)
         self.state.inputs = values
         self.state.variables.update(values)
         self.succeed(frame, node.id, {})
@@ -150,6 +155,7 @@ class Walk:
 
     def _if_else(self, frame: str, node: IfElseWorkflowNode, ev: Evaluate) -> None:
         verdict = ev.condition(node.config.condition, self.scope(frame), "condition")
+        self.started_with({"condition": verdict})
         self.succeed(frame, node.id, {}, branch=verdict)
 
     def _loop(self, frame: str, node: LoopWorkflowNode, ev: Evaluate) -> None:
@@ -176,6 +182,8 @@ class Walk:
         inputs: dict[str, Any] | None = None,
     ) -> None:
         request = actions.function_request(ev, node, self.scope(frame))
+        if inputs is None:  # not an approved actor call: that one started before its question
+            self.started_with(request.inputs)
         command_id = self.wait_on(frame, node.id, "running")
         self.commands.append(
             CallFunction(
@@ -206,6 +214,7 @@ class Walk:
         if not actions.needs_confirmation(node):
             return self._call_function(frame, node, ev)
         request = actions.function_request(ev, node, self.scope(frame))
+        self.started_with(request.inputs)
         command_id = self.wait_on(frame, node.id, "waiting")
         self.state.asked[node_key(frame, node.id)] = request.inputs
         self.trace("node.waiting", frame, node.id, waiting_for="confirmation")
@@ -218,6 +227,7 @@ class Walk:
         config, scope = node.config, self.scope(frame)
         system_prompt = ev.template(config.system_prompt, scope, "system_prompt")
         prompt = ev.template(config.prompt, scope, "prompt")
+        self.started_with({"system_prompt": system_prompt, "prompt": prompt})
         command_id = self.wait_on(frame, node.id, "running")
         self.commands.append(
             CallModel(
@@ -236,6 +246,7 @@ class Walk:
     def _ask_input(self, frame: str, node: HumanInputWorkflowNode, ev: Evaluate) -> None:
         config = node.config
         prompt = ev.template(config.prompt, self.scope(frame), "prompt")
+        self.started_with({"prompt": prompt})
         command_id = self.wait_on(frame, node.id, "waiting")
         at = self.state.now + float(config.timeout)
         self.start_timer(frame, node.id, at)
@@ -431,6 +442,11 @@ class Walk:
             chain.append(box)
             frame = box["parent"]
         return chain[::-1]
+
+    def started_with(self, inputs: dict[str, Any]) -> None:
+        """What the node now running was given, evaluated: its ``node.started`` event's
+        ``inputs`` (docs/workflows.md, trace events)."""
+        self._starting["inputs"] = inputs
 
     def trace(self, kind: str, frame: str, node_id: str, **detail: Any) -> None:
         event: dict[str, Any] = {"type": kind, "node_id": node_id}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from dhub.providers import catalog, reasoning
 from dhub.providers.catalog import ModelInfo
@@ -25,7 +26,7 @@ _ADAPTER_WIRES = ("openai", "anthropic", "openai_compatible")  # those that map 
 @dataclass
 class _Entry:
     name: str
-    wire: str  # openai | anthropic | openai_compatible | scripted
+    wire: str  # openai | anthropic | openai_compatible | scripted | demo
     models: dict[str, ModelInfo]
     make: Callable[[Callable[[str], ModelInfo]], ModelProvider]
     policy: RetryPolicy
@@ -45,6 +46,8 @@ class Providers:
         self.file: str | None = None
         self.hint = ""  # said after "not configured" (e.g. how to run offline)
         self._fallback: _Entry | None = None
+        self.demo = False  # the demo model answers for names not configured (enable_demo)
+        self._demos: dict[str, _Entry] = {}
 
     @classmethod
     def from_config(
@@ -74,6 +77,28 @@ class Providers:
         """Let ``provider`` (a test model) answer for every provider name not configured."""
         self.add(provider)
         self._fallback = self._entries.pop(provider.name)
+
+    def enable_demo(self) -> None:
+        """Let the demo model (providers/demo.py) answer, clearly labelled, for every provider
+        name not configured; a configured entry is never replaced."""
+        self.demo = True
+
+    def is_demo(self, provider: str) -> bool:
+        """Whether the demo model answers for ``provider``."""
+        return self.demo and provider not in self._entries and self._fallback is None
+
+    def resolve(self, provider: str) -> dict[str, Any]:
+        """What answers for ``provider``: its entry, the demo model, or nothing (and then
+        how to configure it)."""
+        entry = self._entries.get(provider) or self._fallback
+        demo = entry is None and self.demo
+        return {
+            "name": provider,
+            "configured": provider in self._entries,
+            "type": entry.wire if entry is not None else "demo" if demo else None,
+            "demo": demo,
+            "configure": None if provider in self._entries else how_to_configure(provider),
+        }
 
     def wire(self, provider: str) -> str:
         """The entry's type: openai, anthropic, openai_compatible or scripted."""
@@ -129,19 +154,38 @@ class Providers:
         return budget
 
     async def aclose(self) -> None:
-        for entry in self._entries.values():
+        for entry in [*self._entries.values(), *self._demos.values()]:
             if entry.client is not None:
                 await entry.client.provider.aclose()
                 entry.client = None
 
     def _entry(self, provider: str, model: str) -> _Entry:
         entry = self._entries.get(provider) or self._fallback
+        if entry is None and self.demo:
+            entry = self._demo(provider)
         if entry is None:
             error = not_configured(provider, model, self.names, self.file)
             if self.hint:
                 error.message += " " + self.hint
             raise error
         return entry
+
+    def _demo(self, provider: str) -> _Entry:
+        entry = self._demos.get(provider)
+        if entry is None:
+            from dhub.providers.demo import DemoModel
+
+            model = DemoModel(provider, how_to_configure(provider))
+            entry = _Entry(provider, "demo", {}, lambda _: model, RetryPolicy(max_retries=0))
+            self._demos[provider] = entry
+        return entry
+
+
+def how_to_configure(provider: str) -> str:
+    """The one thing to do to make ``provider`` a real model provider, as a sentence part."""
+    if provider in BUILT_IN_ENV:
+        return f"set {BUILT_IN_ENV[provider][0]}"
+    return f"add an entry named '{provider}' to the providers file (DHUB_PROVIDERS_FILE)"
 
 
 def not_configured(

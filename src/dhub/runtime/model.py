@@ -8,10 +8,19 @@ from collections.abc import Callable
 from typing import Any
 
 from dhub.engine.state import CallChat, CallModel
+from dhub.providers.demo import NAME as DEMO
 from dhub.providers.errors import ProviderError
 from dhub.providers.memo import ByIdentity
 from dhub.providers.registry import Providers
-from dhub.providers.types import Delta, Message, ModelRequest, ToolCall, ToolCallDelta, ToolSpec
+from dhub.providers.types import (
+    Delta,
+    Message,
+    ModelRequest,
+    ToolCall,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
 from dhub.runtime.ports import Live, ModelAnswer, PortError
 
 
@@ -36,7 +45,7 @@ class ProviderModel:
         value: Any = response.message.content
         if request.response_schema:
             value = response.parsed
-        return ModelAnswer(value, response.usage.as_json())
+        return ModelAnswer(value, self._usage(request, response.usage))
 
     async def chat(self, request: CallChat, live: Live | None = None) -> ModelAnswer:
         try:
@@ -59,7 +68,15 @@ class ProviderModel:
             value["replay"] = dict(message.replay)
         if request.response_schema is not None and not message.tool_calls:
             value["parsed"] = response.parsed
-        return ModelAnswer(value, response.usage.as_json())
+        return ModelAnswer(value, self._usage(request, response.usage))
+
+    def _usage(self, request: CallModel | CallChat, usage: Usage) -> dict[str, Any]:
+        """The call's usage; ``"model": "demo"`` when the demo model answered (no provider
+        configured by that name), so every event and view can say so."""
+        counted = usage.as_json()
+        if self.providers.is_demo(request.model_provider):
+            counted["model"] = DEMO
+        return counted
 
     async def close(self) -> None:
         await self.providers.aclose()

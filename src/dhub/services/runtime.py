@@ -31,6 +31,7 @@ from dhub.settings import Settings, secure_data_dir
 from dhub.store.db import Database
 
 log = logging.getLogger("dhub.sandbox")
+demo_log = logging.getLogger("dhub.providers")
 
 
 class _Hub(Protocol):
@@ -93,6 +94,24 @@ def _steps(hub: _Hub) -> Handler:
     return steps
 
 
+def _demo(providers: Providers, settings: Settings) -> None:
+    """The demo model on (DHUB_DEMO_MODEL, or examples loaded), said in the log; off, the
+    "not configured" error says how to turn it on."""
+    if not settings.demo_model:
+        providers.hint = (
+            "To try agents without a provider, start the server with DHUB_DEMO_MODEL=on: "
+            "a labelled demo model answers instead."
+        )
+        return
+    providers.enable_demo()
+    demo_log.warning(
+        "the demo model answers for every model provider not configured (configured: %s); "
+        "set DHUB_OPENAI_API_KEY (or see docs/providers.md) for real answers, "
+        "DHUB_DEMO_MODEL=off to turn the demo model off",
+        ", ".join(providers.names) or "none",
+    )
+
+
 async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) -> Runtime:
     """The runtime of one process, its database migrated. ``worker``: this process takes
     jobs (distributed mode; ignored when embedded, where the server executes everything)."""
@@ -107,6 +126,7 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
             "your own; install bubblewrap (make install does) and unset DHUB_SANDBOX."
         )
     providers = Providers.from_config(settings.providers)
+    _demo(providers, settings)
     graphs = Graphs(db, providers.budget(settings.default_max_input_tokens))
     queue = RunQueue(settings.database_url) if settings.distributed else None
     role = "worker" if worker is not None and queue is not None else "server"

@@ -1,4 +1,4 @@
-import { useMemo } from 'react'
+import { useEffect, useMemo, useRef, useState } from 'react'
 import { layoutAgent } from '../graph/layout'
 import type { NodeRun, NodeState } from '../runstate'
 import type { Agent } from '../types'
@@ -26,12 +26,33 @@ export function Graph({ agent, runs, selected, onSelect, label }: Props) {
   const layout = useMemo(() => layoutAgent(agent), [agent])
   const width = Math.max(layout.width, 200)
   const height = Math.max(layout.height, 60)
+  // Wider than its box (a phone): fit it to the box's width, or show it at its size and
+  // scroll inside the box; the page itself never scrolls sideways.
+  const box = useRef<HTMLDivElement>(null)
+  const [room, setRoom] = useState<number | null>(null)
+  const [actual, setActual] = useState(false)
+  useEffect(() => {
+    const el = box.current
+    if (!el || typeof ResizeObserver === 'undefined') return
+    const watch = new ResizeObserver(() => setRoom(el.clientWidth))
+    watch.observe(el)
+    return () => watch.disconnect()
+  }, [])
+  const tooWide = room !== null && width > room - 16
+  const fit = tooWide && !actual
   return (
-    <div className="graph-scroll" data-testid="graph">
+    <div className="graph-box">
+      {tooWide && (
+        <button type="button" className="link-button graph-zoom" aria-pressed={actual} onClick={() => setActual((a) => !a)} data-testid="graph-zoom">
+          {actual ? 'Fit to width' : 'Actual size (scroll)'}
+        </button>
+      )}
+    <div className="graph-scroll" data-testid="graph" ref={box} data-fit={fit ? 'width' : 'actual'}>
       <svg
         className="graph"
-        width={width}
-        height={height}
+        width={fit ? undefined : width}
+        height={fit ? undefined : height}
+        style={fit ? { width: '100%', height: 'auto', maxWidth: width } : undefined}
         viewBox={`0 0 ${width} ${height}`}
         role="group"
         aria-label={label ?? 'Workflow graph'}
@@ -95,6 +116,7 @@ export function Graph({ agent, runs, selected, onSelect, label }: Props) {
           )
         })}
       </svg>
+    </div>
     </div>
   )
 }

@@ -9,7 +9,8 @@ import type { FieldSpec } from './FieldInput'
 interface Props {
   task: Task
   agentName?: string
-  onDone: (message: string) => void
+  /** called once answered, with what was done (the task names its run) */
+  onDone: (message: string, task: Task) => void
   /** leaves out the run link (shown on the run's own page) */
   compact?: boolean
 }
@@ -28,7 +29,7 @@ export function TaskCard({ task, agentName, onDone, compact }: Props) {
         {' '}· since {formatTime(task.created_at)}
         {task.due_at && <> · due {formatTime(task.due_at * 1000)}</>}
       </p>
-      {task.kind === 'await_input' ? <InputForm task={task} onDone={onDone} /> : <Confirmation task={task} onDone={onDone} />}
+      {task.kind === 'await_input' ? <InputForm task={task} onDone={(m) => onDone(m, task)} /> : <Confirmation task={task} onDone={(m) => onDone(m, task)} />}
     </article>
   )
 }

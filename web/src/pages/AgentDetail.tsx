@@ -5,7 +5,9 @@ import { Graph } from '../components/Graph'
 import { href, navigate } from '../router'
 import type { Route } from '../router'
 import type { Agent, AgentVersion, Page, Run } from '../types'
-import { errorText, formatTime, shortId, useAsync } from '../util'
+import { takeFlash } from '../flash'
+import { SCOPE_TEXT, can, useMyScope } from '../scope'
+import { errorText, failureReason, formatTime, shortId, useAsync } from '../util'
 
 export function AgentDetailPage({ agentId, route }: { agentId: string; route: Route }) {
   const version = route.params.get('version')
@@ -17,12 +19,14 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
   const versions = useAsync((s) => api.get<{ data: AgentVersion[] }>(`/agents/${agentId}/versions`, s), [agentId])
   const runs = useAsync((s) => api.get<Page<Run>>(`/runs${query({ agent_id: agentId, limit: 10 })}`, s), [agentId])
   const [deleteError, setDeleteError] = useState<string | null>(null)
+  const [saved] = useState(() => takeFlash(agentId))
+  const scope = useMyScope(current.data)
 
   if (current.error) return <ErrorBox error={current.error} title="This agent cannot be shown" />
   const agent = current.data
   const doc = shown.data
   if (!agent || !doc) return <Loading what="the agent" />
-  const owner = agent.my_share_scope === 'owner' || agent.my_share_scope === 'admin'
+  const owner = can(scope, 'share')
 
   const remove = async () => {
     if (!window.confirm(`Delete ${agent.name} and all its versions?`)) return
@@ -44,12 +48,13 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
           </>
         }
       >
-        {agent.input_mode === 'chat' && <a className="button primary" href={href(`/chat/${agent.id}`)}>Chat</a>}
-        <a className={agent.input_mode === 'chat' ? 'button' : 'button primary'} href={href(`/agents/${agent.id}/run`)}>Start a run</a>
-        <a className="button" href={href(`/agents/${agent.id}/edit`)}>Edit</a>
+        {can(scope, 'run') && agent.input_mode === 'chat' && <a className="button primary" href={href(`/chat/${agent.id}`)}>Chat</a>}
+        {can(scope, 'run') && <a className={agent.input_mode === 'chat' ? 'button' : 'button primary'} href={href(`/agents/${agent.id}/run`)}>Start a run</a>}
+        {can(scope, 'edit') && <a className="button" href={href(`/agents/${agent.id}/edit`)}>Edit</a>}
         <a className="button" href={href(`/agents/${agent.id}/sharing`)}>Sharing</a>
         {owner && <button type="button" className="danger" onClick={remove}>Delete</button>}
       </PageHeader>
+      <div aria-live="polite">{saved && <p className="success" role="status" data-testid="saved-notice">{saved}</p>}</div>
       {deleteError && <p className="error-box" role="alert">{deleteError}</p>}
       <p>{agent.description}</p>
       <div className="meta">
@@ -58,7 +63,9 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
         {agent.type && agent.type !== agent.mode && <span className="pill">{agent.type}</span>}
         <Tags tags={agent.tags} onPick={(t) => navigate('/agents', { tags: t })} />
         {agent.markings.map((m) => <span key={m} className="pill marking">{m}</span>)}
-        <span className="muted small">your access: {agent.my_share_scope ?? 'none'}</span>
+        <span className="muted small" data-testid="my-scope" data-scope={scope ?? ''}>
+          your access: {scope ? SCOPE_TEXT[scope] : agent.my_share_scope ?? 'none'}
+        </span>
       </div>
 
       <div className="two-col">
@@ -67,7 +74,7 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
           {version && (
             <p className="notice">
               Showing version {version} of {agent.version}. <a href={href(`/agents/${agent.id}`)}>Show the latest</a> ·{' '}
-              <a href={href(`/agents/${agent.id}/edit`, { version })}>Edit from this version</a> (saving it restores it as a new version)
+              {can(scope, 'edit') && <><a href={href(`/agents/${agent.id}/edit`, { version })}>Edit from this version</a> (saving it restores it as a new version)</>}
             </p>
           )}
           <Graph agent={doc} label={`Graph of ${agent.name}`} />
@@ -109,6 +116,7 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
                 <li key={r.id}>
                   <a href={href(`/runs/${r.id}`)}>{shortId(r.id)}</a> <StatusBadge status={r.status} />{' '}
                   <span className="muted small">{formatTime(r.created_at)}</span>
+                  {r.status === 'failed' && r.error && <div className="run-reason small" data-testid="run-reason">{failureReason(r.error, 100)}</div>}
                 </li>
               ))}
             </ul>

@@ -5,7 +5,9 @@ import { CodeEditor } from '../components/CodeEditor'
 import type { CodeEditorHandle, Mark } from '../components/CodeEditor'
 import { ErrorBox, Loading, PageHeader } from '../components/bits'
 import { locate, parseText, splitPointer } from '../pointer'
-import { href, navigate } from '../router'
+import { flash } from '../flash'
+import { href, navigate, releaseLeaveGuard, useLeaveGuard } from '../router'
+import { SCOPE_TEXT, can, useMyScope } from '../scope'
 import type { Route } from '../router'
 import type { Agent, ErrorItem, Example } from '../types'
 import { errorText } from '../util'
@@ -43,6 +45,7 @@ export function AgentEditorPage({ agentId, route }: { agentId: string | null; ro
   const [stored, setStored] = useState<Agent | null>(null)
   const [format, setFormat] = useState<Format>('json')
   const [text, setText] = useState<string | null>(null)
+  const [savedDoc, setSavedDoc] = useState<string | null>(null) // as loaded or saved, as JSON
   const [loadError, setLoadError] = useState<unknown>(null)
   const [errors, setErrors] = useState<ErrorItem[]>([])
   const [problem, setProblem] = useState<string | null>(null)
@@ -62,6 +65,7 @@ export function AgentEditorPage({ agentId, route }: { agentId: string | null; ro
           : agent
         setStored(agent)
         setText(render(documentOf(source), 'json'))
+        setSavedDoc(JSON.stringify(documentOf(source)))
       } else if (exampleFile) {
         const examples = await api.get<{ data: Example[] }>('/examples', controller.signal)
         const example = examples.data.find((e) => e.file === exampleFile)
@@ -69,8 +73,10 @@ export function AgentEditorPage({ agentId, route }: { agentId: string | null; ro
         const yamlFile = /\.ya?ml$/.test(example.file)
         setFormat(yamlFile ? 'yaml' : 'json')
         setText(render(example.document, yamlFile ? 'yaml' : 'json'))
+        setSavedDoc(JSON.stringify(example.document))
       } else {
         setText(render(NEW_AGENT, 'json'))
+        setSavedDoc(JSON.stringify(NEW_AGENT))
       }
     }
     load().catch((e) => !controller.signal.aborted && setLoadError(e))
@@ -90,6 +96,12 @@ export function AgentEditorPage({ agentId, route }: { agentId: string | null; ro
     return out
   }, [located])
   const [syntaxLine, setSyntaxLine] = useState<number | null>(null)
+  // Unsaved: the document differs from what was loaded or saved (switching between JSON and
+  // YAML, or indenting differently, changes nothing; text that does not parse is a change).
+  const current = useMemo(() => (text === null ? null : documentText(text, format)), [text, format])
+  const dirty = current !== null && savedDoc !== null && current !== savedDoc
+  useLeaveGuard(dirty ? 'Leave the editor? Your changes to this document are not saved.' : null)
+  const scope = useMyScope(stored ?? undefined)
 
   if (loadError) return <ErrorBox error={loadError} title="The document cannot be loaded" />
   if (text === null) return <Loading what="the document" />
@@ -165,14 +177,20 @@ export function AgentEditorPage({ agentId, route }: { agentId: string | null; ro
         const updated = await api.patch<Agent>(`/agents/${stored.id}`, replacementPatch(stored as never, doc))
         setErrors([])
         setProblem(null)
+        setSavedDoc(JSON.stringify(doc))
         if (updated.version === stored.version) {
-          setStatus('Nothing changed: no new version was stored.')
+          setStatus(`Nothing changed: still version ${updated.version}.`)
         } else {
+          flash(updated.id, `Saved, version ${updated.version}.`)
+          releaseLeaveGuard()
           navigate(`/agents/${updated.id}`)
         }
         setStored(updated)
       } else {
         const created = await api.post<Agent>('/agents', doc)
+        setSavedDoc(JSON.stringify(doc))
+        flash(created.id, `Created ${created.name}, version ${created.version}.`)
+        releaseLeaveGuard()
         navigate(`/agents/${created.id}`)
       }
     } catch (e) {
@@ -202,11 +220,15 @@ export function AgentEditorPage({ agentId, route }: { agentId: string | null; ro
           ))}
         </fieldset>
         <button type="button" onClick={validate} disabled={busy}>Validate</button>
-        <button type="button" className="primary" onClick={save} disabled={busy}>{stored ? 'Save' : 'Create'}</button>
+        <button type="button" className="primary" onClick={save} disabled={busy || (stored !== null && scope !== null && !can(scope, 'edit'))}>{stored ? 'Save' : 'Create'}</button>
       </PageHeader>
 
+      {stored && scope !== null && !can(scope, 'edit') && (
+        <p className="notice" data-testid="scope-notice">Your access is {SCOPE_TEXT[scope]}: saving will be refused.</p>
+      )}
       <div aria-live="polite">
         {status && <p className="success" role="status" data-testid="editor-status">{status}</p>}
+        {dirty && !status && <p className="muted small" data-testid="unsaved">Unsaved changes.</p>}
       </div>
       {problem && (
         <div className="error-box" role="alert" data-testid="editor-problem">
@@ -251,4 +273,10 @@ export function AgentEditorPage({ agentId, route }: { agentId: string | null; ro
       />
     </section>
   )
+}
+
+/** The document the text holds, as JSON text; the text itself when it does not parse. */
+function documentText(text: string, format: Format): string {
+  const parsed = parseText(text, format)
+  return parsed.error ? `unparsed:${text}` : JSON.stringify(parsed.value)
 }

@@ -6,7 +6,10 @@ import { href } from '../router'
 import { useSession } from '../session'
 import type { Agent, Conversation, ConversationSummary, Page, Run, RunEvent, Task } from '../types'
 import { useRunEvents } from '../useRunEvents'
-import { errorText, formatTime, pretty, shortId, useAsync } from '../util'
+import { DemoBanner, DemoLabel } from '../components/Demo'
+import { demoAnswered, isDemoUsage, useDemoProviders } from '../demo'
+import { can, useMyScope } from '../scope'
+import { errorText, formatTime, plural, pretty, shortId, useAsync } from '../util'
 
 export function ChatPage({ agentId, conversationId }: { agentId: string | null; conversationId: string | null }) {
   if (!agentId) return <ChatAgents />
@@ -44,7 +47,7 @@ function ChatAgents() {
             {list.map((c) => (
               <li key={c.id}>
                 <a href={href(`/chat/${c.agent_id}/${c.id}`)}>
-                  {names.get(c.agent_id) ?? c.agent_id}: {c.message_count} messages
+                  {names.get(c.agent_id) ?? c.agent_id}: {plural(c.message_count, 'message')}
                 </a>{' '}
                 <span className="muted small">{formatTime(c.updated_at)}</span>
               </li>
@@ -170,6 +173,23 @@ function ChatWithAgent({ agentId, initialConversation }: { agentId: string; init
   const [busy, setBusy] = useState(false)
   const bottom = useRef<HTMLDivElement>(null)
   const input = useRef<HTMLTextAreaElement>(null)
+  const demo = useDemoProviders(agent.data)
+  const scope = useMyScope(agent.data)
+  const mayChat = scope === null || can(scope, 'run')
+  // Which replies the demo model wrote: each turn's run says so in its usage.
+  const [demoRuns, setDemoRuns] = useState<Record<string, boolean>>({})
+  const replyRuns = (conversation?.messages ?? []).filter((m) => m.role === 'assistant' && m.run_id).map((m) => m.run_id!)
+  useEffect(() => {
+    const unknown = replyRuns.filter((id) => !(id in demoRuns))
+    if (!unknown.length) return
+    let cancelled = false
+    Promise.all(unknown.map((id) => api.get<Run>(`/runs/${id}`).then((r) => [id, isDemoUsage(r.usage)] as const).catch(() => [id, false] as const)))
+      .then((pairs) => !cancelled && setDemoRuns((d) => ({ ...d, ...Object.fromEntries(pairs) })))
+    return () => {
+      cancelled = true
+    }
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [replyRuns.join(',')])
 
   const loadConversation = useCallback(async (id: string) => {
     const c = await api.get<Conversation>(`/conversations/${id}`)
@@ -216,6 +236,8 @@ function ChatWithAgent({ agentId, initialConversation }: { agentId: string; init
     if (!activeRun) return
     setTurns((t) => ({ ...t, [activeRun]: live.events }))
     if (live.ended && conversationId) {
+      const ran = activeRun
+      setDemoRuns((d) => ({ ...d, [ran]: demoAnswered(live.events) }))
       setTasks([])
       setActiveRun(null)
       void loadConversation(conversationId).catch(setLoadError)
@@ -265,6 +287,7 @@ function ChatWithAgent({ agentId, initialConversation }: { agentId: string; init
   }
 
   const activeBlocks = useMemo(() => (activeRun ? blocksOf(live.events) : []), [activeRun, live.events])
+  const liveDemo = useMemo(() => demoAnswered(live.events), [live.events])
   if (agent.error) return <ErrorBox error={agent.error} />
   if (!agent.data) return <Loading what="the agent" />
   const a = agent.data
@@ -280,6 +303,10 @@ function ChatWithAgent({ agentId, initialConversation }: { agentId: string; init
         <button type="button" onClick={newConversation}>New conversation</button>
       </PageHeader>
       <ErrorBox error={loadError} />
+      <DemoBanner providers={demo} what="Replies here come" testId="demo-banner" />
+      {!mayChat && (
+        <p className="notice" data-testid="scope-notice">You have the {scope} scope on this agent: you may read its conversations, not send it messages.</p>
+      )}
       <div className="chat-layout">
         <div className="chat-main">
           <div className="chat-log" role="log" aria-label="Conversation" aria-live="polite" data-testid="chat-log">
@@ -293,6 +320,7 @@ function ChatWithAgent({ agentId, initialConversation }: { agentId: string; init
                     <span className="visually-hidden">{m.role === 'user' ? 'You' : a.alias || a.name}: </span>
                     {m.content}
                   </div>
+                  {m.role === 'assistant' && m.run_id && demoRuns[m.run_id] && <DemoLabel providers={demo} />}
                   {blocks.map((b) => (b.kind === 'tool' ? <ToolBlock key={b.key} block={b} /> : <div key={b.key} className="error-box">{b.kind === 'error' ? b.text : ''}</div>))}
                   {m.role === 'user' && m.run_id && m.run_id !== activeRun && (
                     <a className="muted small steps-link" href={href(`/runs/${m.run_id}`)}>steps of this turn ({shortId(m.run_id)})</a>
@@ -304,7 +332,10 @@ function ChatWithAgent({ agentId, initialConversation }: { agentId: string; init
               <div className="turn" data-testid="live-turn" aria-busy={!live.ended}>
                 {activeBlocks.map((b) =>
                   b.kind === 'text' ? (
-                    <div key={b.key} className="bubble bubble-assistant streaming" data-testid="streaming-reply">{b.text}</div>
+                    <div key={b.key}>
+                      <div className="bubble bubble-assistant streaming" data-testid="streaming-reply">{b.text}</div>
+                      {(demo.length > 0 || liveDemo) && <DemoLabel providers={demo} />}
+                    </div>
                   ) : b.kind === 'tool' ? (
                     <ToolBlock key={b.key} block={b} />
                   ) : (
@@ -326,7 +357,8 @@ function ChatWithAgent({ agentId, initialConversation }: { agentId: string; init
               ref={input}
               rows={2}
               value={draft}
-              placeholder={activeRun ? 'Wait for the reply…' : 'Message (Enter sends, Shift+Enter for a new line)'}
+              placeholder={!mayChat ? 'You may not send messages to this agent' : activeRun ? 'Wait for the reply…' : 'Message (Enter sends, Shift+Enter for a new line)'}
+              disabled={!mayChat}
               onChange={(e) => setDraft(e.target.value)}
               onKeyDown={(e) => {
                 if (e.key === 'Enter' && !e.shiftKey) {
@@ -336,7 +368,7 @@ function ChatWithAgent({ agentId, initialConversation }: { agentId: string; init
               }}
               data-testid="chat-input"
             />
-            <button type="submit" className="primary" disabled={busy || Boolean(activeRun) || !draft.trim()} data-testid="chat-send">Send</button>
+            <button type="submit" className="primary" disabled={busy || Boolean(activeRun) || !draft.trim() || !mayChat} data-testid="chat-send">Send</button>
           </form>
           {sendError && <p className="field-error" role="alert">{sendError}</p>}
         </div>

@@ -4,12 +4,14 @@ import { ErrorBox, JsonBlock, KeyValues, Loading, PageHeader, StatusBadge } from
 import { Graph } from '../components/Graph'
 import { TaskCard } from '../components/TaskCard'
 import { href } from '../router'
-import { nodeRuns, summarize, usageOf } from '../runstate'
+import { DemoBanner } from '../components/Demo'
+import { demoAnswered, isDemoUsage, useDemoProviders } from '../demo'
+import { nodeRuns, summarize, usageOf, withHandlers } from '../runstate'
 import type { NodeRun } from '../runstate'
 import { useSession } from '../session'
 import type { Agent, Run, RunEvent, Task, WorkflowNode } from '../types'
 import { useRunEvents } from '../useRunEvents'
-import { errorText, formatDuration, formatTime, useAsync, useInterval } from '../util'
+import { errorText, formatDuration, formatTime, plural, useAsync, useInterval } from '../util'
 
 const FINISHED = new Set(['succeeded', 'failed', 'cancelled'])
 const REFRESH_ON = new Set([
@@ -53,7 +55,12 @@ export function RunDetailPage({ runId }: { runId: string }) {
     if (status && FINISHED.has(status) && !ended) refresh()
   }, [status, ended, refresh])
 
-  const states = useMemo(() => nodeRuns(live.events), [live.events])
+  const states = useMemo(
+    () => withHandlers(nodeRuns(live.events), agent.data?.nodes ?? []),
+    [live.events, agent.data],
+  )
+  const demo = useDemoProviders(agent.data)
+  const answeredByDemo = isDemoUsage(run.data?.usage) || demoAnswered(live.events)
   const usage = useMemo(() => usageOf(run.data?.usage, live.events), [run.data?.usage, live.events])
 
   if (run.error) return <ErrorBox error={run.error} title="This run cannot be shown" />
@@ -89,6 +96,13 @@ export function RunDetailPage({ runId }: { runId: string }) {
       </PageHeader>
       {cancelError && <p className="error-box" role="alert">{cancelError}</p>}
       {live.error && <ErrorBox error={live.error} title="The event stream stopped" />}
+      {answeredByDemo && (
+        <DemoBanner
+          providers={demo.length ? demo : [{ name: 'of this agent', configured: false, type: 'demo', demo: true, configure: null }]}
+          what="This run's model answers came"
+          testId="run-demo"
+        />
+      )}
       {r.status === 'waiting' && r.waiting && (
         <div className="notice" data-testid="waiting">
           Waiting for {String(r.waiting.for ?? '')}
@@ -112,12 +126,12 @@ export function RunDetailPage({ runId }: { runId: string }) {
             <Loading />
           )}
           <p className="muted small legend" aria-hidden="true">
-            <span className="swatch state-succeeded" /> succeeded <span className="swatch state-running" /> running{' '}
-            <span className="swatch state-waiting" /> waiting <span className="swatch state-failed" /> failed{' '}
-            <span className="swatch state-skipped" /> skipped
+            {['succeeded', 'running', 'waiting', 'failed', 'skipped', 'retrying'].map((state) => (
+              <span key={state} className="legend-item"><span className={`swatch state-${state}`} /> {state}</span>
+            ))}
           </p>
           {selected && (
-            <NodePanel nodeId={selected} node={node} run={states.get(selected)} inputs={r.inputs} onClose={() => setSelected(null)} />
+            <NodePanel nodeId={selected} node={node} run={states.get(selected)} onClose={() => setSelected(null)} />
           )}
         </div>
         <div className="run-side">
@@ -150,8 +164,8 @@ export function RunDetailPage({ runId }: { runId: string }) {
   )
 }
 
-function NodePanel({ nodeId, node, run, inputs, onClose }: {
-  nodeId: string; node: WorkflowNode | null; run: NodeRun | undefined; inputs: Record<string, unknown>; onClose: () => void
+function NodePanel({ nodeId, node, run, onClose }: {
+  nodeId: string; node: WorkflowNode | null; run: NodeRun | undefined; onClose: () => void
 }) {
   const ref = useRef<HTMLElement>(null)
   useEffect(() => ref.current?.focus(), [nodeId])
@@ -162,6 +176,9 @@ function NodePanel({ nodeId, node, run, inputs, onClose }: {
     .map((e) => String(e.data.text ?? ''))
     .join('')
   const received = run?.events.filter((e) => e.type === 'input.received' || e.type === 'confirmation.received' || e.type === 'tool.called') ?? []
+  // What the node started with, evaluated (each start: a retry, a loop iteration), latest last.
+  const starts = (run?.events ?? []).filter((e) => e.type === 'node.started' && e.data.inputs !== undefined)
+  const shownStarts = starts.slice(-10)
   return (
     <section className="card node-panel" ref={ref} tabIndex={-1} aria-labelledby="node-panel-title" data-testid="node-panel">
       <div className="row spread">
@@ -169,7 +186,7 @@ function NodePanel({ nodeId, node, run, inputs, onClose }: {
         <button type="button" className="link-button" onClick={onClose}>Close</button>
       </div>
       <p>State: <strong data-testid="node-state">{run?.state ?? 'not run'}</strong>
-        {run?.frames.size ? <span className="muted small"> · frames {[...run.frames].join(', ')}</span> : null}
+        {run?.frames.size ? <span className="muted small"> · {run.frames.size === 1 ? 'frame' : 'frames'} {[...run.frames].join(', ')}</span> : null}
       </p>
       <dl className="kv">
         <div className="kv-row"><dt>started</dt><dd>{formatTime(run?.startedAt)}</dd></div>
@@ -177,16 +194,37 @@ function NodePanel({ nodeId, node, run, inputs, onClose }: {
         <div className="kv-row"><dt>took</dt><dd>{run?.startedAt && run.finishedAt ? formatDuration(run.finishedAt - run.startedAt) : '—'}</dd></div>
       </dl>
       <h4>Inputs</h4>
-      {node?.type === 'start' ? (
-        <KeyValues values={inputs} />
+      {shownStarts.length ? (
+        <div data-testid="node-inputs">
+          {starts.length > shownStarts.length && <p className="muted small">The last {shownStarts.length} of {plural(starts.length, 'start')}:</p>}
+          {shownStarts.map((e, i) => (
+            <div key={e.seq} className="node-start">
+              {(shownStarts.length > 1 || Boolean(e.data.frame)) && (
+                <p className="muted small">
+                  {typeof e.data.frame === 'string' && e.data.frame ? <>frame <code>{e.data.frame}</code> · </> : null}
+                  started {formatTime(e.created_at)}{shownStarts.length > 1 && i === shownStarts.length - 1 ? ' (latest)' : ''}
+                </p>
+              )}
+              <KeyValues values={e.data.inputs as Record<string, unknown>} empty="No inputs." />
+            </div>
+          ))}
+        </div>
       ) : mappings && Object.keys(mappings).length ? (
-        <KeyValues values={mappings} />
-      ) : received.length ? (
-        received.map((e) => <JsonBlock key={e.seq} value={e.data} />)
+        <>
+          <p className="muted small">Not evaluated yet; as configured:</p>
+          <KeyValues values={mappings} />
+        </>
+      ) : node?.type === 'error_handler' ? (
+        <p className="muted">None: it acts when <code>{String(node.config.target_node_id ?? '')}</code> fails.</p>
       ) : (
-        <p className="muted">None declared (see the node's configuration).</p>
+        <p className="muted">{run?.startedAt ? 'It takes none.' : 'Not started.'}</p>
       )}
-      {received.length > 0 && (mappings || node?.type === 'start') && received.map((e) => <JsonBlock key={e.seq} value={e.data} />)}
+      {received.length > 0 && (
+        <>
+          <h4>Received</h4>
+          {received.map((e) => <JsonBlock key={e.seq} value={e.data} />)}
+        </>
+      )}
       {streamed && (
         <>
           <h4>Streamed text</h4>
@@ -194,7 +232,7 @@ function NodePanel({ nodeId, node, run, inputs, onClose }: {
         </>
       )}
       <h4>Outputs</h4>
-      {run?.outputs !== undefined ? <KeyValues values={run.outputs as Record<string, unknown>} testId="node-outputs" /> : <p className="muted">None yet.</p>}
+      {run?.outputs !== undefined ? <KeyValues values={run.outputs as Record<string, unknown>} testId="node-outputs" /> : <p className="muted">{run?.finishedAt ? 'None.' : 'None yet.'}</p>}
       {run?.error !== undefined && (
         <>
           <h4>Error</h4>
@@ -208,7 +246,7 @@ function NodePanel({ nodeId, node, run, inputs, onClose }: {
         </details>
       )}
       <details>
-        <summary>Events of this node ({run?.events.length ?? 0})</summary>
+        <summary>Events of this node ({plural(run?.events.length ?? 0, 'event')})</summary>
         <ol className="plain">
           {run?.events.map((e) => <li key={e.seq}><code>#{e.seq}</code> {e.type} <span className="muted">{summarize(e)}</span></li>)}
         </ol>
@@ -244,7 +282,7 @@ function Timeline({ events, start, live, connected, onNode }: {
   return (
     <section aria-labelledby="timeline-title" className="timeline-section">
       <h2 id="timeline-title">
-        Timeline <span className="muted small">{events.length} events{live ? (connected ? ' · live' : ' · connecting…') : ''}</span>
+        Timeline <span className="muted small">{plural(events.length, 'event')}{live ? (connected ? ' · live' : ' · connecting…') : ''}</span>
       </h2>
       <ol className="timeline" data-testid="timeline">
         {items.map((it) => (

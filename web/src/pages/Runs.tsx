@@ -4,7 +4,7 @@ import { ErrorBox, Loading, PageHeader, StatusBadge } from '../components/bits'
 import { href, replaceParams } from '../router'
 import type { Route } from '../router'
 import type { Agent, Page, Run } from '../types'
-import { formatDuration, formatTime, shortId, useAsync, useInterval } from '../util'
+import { failureReason, formatDuration, formatTime, shortId, useAsync, useInterval } from '../util'
 
 const STATUSES = ['queued', 'running', 'waiting', 'succeeded', 'failed', 'cancelled']
 
@@ -114,7 +114,14 @@ export function RunsPage({ route }: { route: Route }) {
                     <a href={href(`/agents/${r.agent_id}`)}>{names.get(r.agent_id) ?? shortId(r.agent_id)}</a>{' '}
                     <span className="muted small">v{r.agent_version}</span>
                   </td>
-                  <td data-label="Status"><StatusBadge status={r.status} /></td>
+                  <td data-label="Status">
+                    <div>
+                      <StatusBadge status={r.status} />
+                      {r.status === 'failed' && r.error && (
+                        <div className="run-reason" data-testid="run-reason" title={failureReason(r.error, 10_000)}>{failureReason(r.error)}</div>
+                      )}
+                    </div>
+                  </td>
                   <td data-label="Started">{formatTime(r.created_at)}</td>
                   <td data-label="Took">{r.finished_at && r.started_at ? formatDuration(r.finished_at - r.started_at) : '—'}</td>
                 </tr>

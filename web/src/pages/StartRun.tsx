@@ -6,6 +6,9 @@ import type { FieldSpec } from '../components/FieldInput'
 import { splitPointer } from '../pointer'
 import { href, navigate } from '../router'
 import type { Agent, Run, StartVariable } from '../types'
+import { DemoBanner } from '../components/Demo'
+import { useDemoProviders } from '../demo'
+import { SCOPE_TEXT, can, useMyScope } from '../scope'
 import { errorText, useAsync } from '../util'
 
 const EFFORTS = ['', 'none', 'minimal', 'low', 'medium', 'high', 'xhigh', 'max']
@@ -34,6 +37,9 @@ function StartRunForm({ agent }: { agent: Agent }) {
   const [general, setGeneral] = useState<string | null>(null)
   const [effort, setEffort] = useState('')
   const [busy, setBusy] = useState(false)
+  const scope = useMyScope(agent)
+  const demo = useDemoProviders(agent)
+  const refused = scope !== null && !can(scope, 'run')
 
   const submit = async (e: React.FormEvent) => {
     e.preventDefault()
@@ -86,6 +92,8 @@ function StartRunForm({ agent }: { agent: Agent }) {
         title={<span id="page-title">Start a run of {agent.alias || agent.name}</span>}
         sub={<>Version {agent.version} · <a href={href(`/agents/${agent.id}`)}>back to the agent</a></>}
       />
+      {refused && <p className="notice" data-testid="scope-notice">Your access is {SCOPE_TEXT[scope]}: starting a run will be refused.</p>}
+      <DemoBanner providers={demo} what="This agent's model answers will come" testId="demo-banner" />
       <form className="card form" onSubmit={submit} noValidate data-testid="start-form">
         {fields.length === 0 && <p className="muted">This agent takes no inputs.</p>}
         {fields.map((f) => (
@@ -108,7 +116,7 @@ function StartRunForm({ agent }: { agent: Agent }) {
           </div>
         )}
         {general && <p className="field-error" role="alert">{general}</p>}
-        <button type="submit" className="primary" disabled={busy}>{busy ? 'Starting…' : 'Start run'}</button>
+        <button type="submit" className="primary" disabled={busy || refused}>{busy ? 'Starting…' : 'Start run'}</button>
       </form>
     </section>
   )

@@ -4,6 +4,7 @@ import { ErrorBox, Loading, PageHeader } from '../components/bits'
 import { TaskCard } from '../components/TaskCard'
 import { useSession } from '../session'
 import type { Task } from '../types'
+import { href } from '../router'
 import { useAsync, useInterval } from '../util'
 import { useAgentNames } from './Runs'
 
@@ -11,7 +12,7 @@ export function TasksPage() {
   const session = useSession()
   const tasks = useAsync((s) => api.get<{ data: Task[] }>('/tasks', s), [])
   const agents = useAgentNames()
-  const [message, setMessage] = useState<string | null>(null)
+  const [message, setMessage] = useState<{ text: string; runId: string } | null>(null)
   useInterval(tasks.reload, 4000)
   const names = new Map((agents.data ?? []).map((a) => [a.id, a.alias || a.name]))
   // the run's agent is not in a task: look it up from the run once
@@ -24,7 +25,13 @@ export function TasksPage() {
   return (
     <section aria-labelledby="page-title">
       <PageHeader title={<span id="page-title">Tasks</span>} sub="Forms and confirmations waiting for you." />
-      <div aria-live="polite">{message && <p className="success" role="status" data-testid="task-message">{message}</p>}</div>
+      <div aria-live="polite">
+        {message && (
+          <p className="success" role="status" data-testid="task-message">
+            {message.text} <a href={href(`/runs/${message.runId}`)}>Follow its run</a>
+          </p>
+        )}
+      </div>
       <ErrorBox error={tasks.error} />
       {!tasks.data ? (
         <Loading what="tasks" />
@@ -37,8 +44,8 @@ export function TasksPage() {
               key={`${t.run_id}/${t.command_id}`}
               task={t}
               agentName={names.get(runs.data?.get(t.run_id) ?? '')}
-              onDone={(m) => {
-                setMessage(m)
+              onDone={(m, t) => {
+                setMessage({ text: m, runId: t.run_id })
                 tasks.reload()
                 session.refreshTasks()
               }}
