@@ -101,7 +101,7 @@ def test_apply_makes_the_agent_equal_the_document(dhub: Any, api: Client, tmp_pa
 def test_apply_accepts_get_output(dhub: Any, tmp_path: Path) -> None:
     created = dhub("agents", "apply", "-f", TRIAGE)
     agent_id = created.stdout.split("(")[1].split(",")[0]
-    fetched = json.loads(dhub("agents", "get", agent_id).stdout)
+    fetched = json.loads(dhub("agents", "get", agent_id, "--json").stdout)
 
     # The envelope (id, version, owners, unchanged markings...) is dropped by apply.
     assert fetched["markings"] == []
@@ -192,11 +192,19 @@ def test_get_prints_the_agent_and_its_versions(dhub: Any, api: Client, tmp_path:
     agent_id = api.apply_agent(doc).agent["id"]
     api.apply_agent(doc | {"description": "Second."})
 
-    current = dhub("agents", "get", agent_id)
+    current = dhub("agents", "get", agent_id, "--json")
     assert current.exit_code == 0, current.output
     assert json.loads(current.stdout) == api.get_agent(agent_id)
 
-    first = json.loads(dhub("agents", "get", agent_id, "--version", "1").stdout)
+    shown = dhub("agents", "get", "ticket-triage")  # for people: one field a line
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    assert lines[0].split() == ["id:", agent_id]
+    assert lines[1].split() == ["name:", "ticket-triage"]
+    assert any(line.split()[:3] == ["version:", "2", "(updated"] for line in lines)
+    assert any(line.startswith("nodes:") and "classify (code)" in line for line in lines)
+
+    first = json.loads(dhub("agents", "get", agent_id, "--version", "1", "--json").stdout)
     assert first["version"] == 1
     assert first["description"] == doc["description"]
 
@@ -208,7 +216,7 @@ def test_delete_removes_the_agent(dhub: Any, api: Client) -> None:
     agent_id = api.create_agent(load_json(TRIAGE))["id"]
     deleted = dhub("agents", "delete", agent_id)
     assert deleted.exit_code == 0, deleted.output
-    assert deleted.stdout.strip() == f"deleted {agent_id}"
+    assert deleted.stdout.strip() == f"deleted ticket-triage ({agent_id})"
 
     gone = dhub("agents", "get", agent_id)
     assert_clean_failure(gone)
