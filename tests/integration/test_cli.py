@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from fastapi.testclient import TestClient
+from rich.cells import cell_len
 from typer.testing import CliRunner, Result
 
 from dhub.cli.main import app
@@ -160,7 +161,7 @@ def test_list_shows_agents_as_a_table_or_json(dhub: Any, tmp_path: Path) -> None
     table = dhub("agents", "list")
     assert table.exit_code == 0, table.output
     header, *rows = table.stdout.splitlines()
-    assert header.split() == ["ID", "NAME", "MODE", "INPUT", "VERSION", "TAGS"]
+    assert header.split() == ["ID", "NAME", "MODE", "INPUT", "VERSION", "TAGS", "FOLDER"]
     names = {row.split()[1] for row in rows}
     assert names == {load_json(f)["name"] for f in valid_fixtures()}
 
@@ -170,6 +171,14 @@ def test_list_shows_agents_as_a_table_or_json(dhub: Any, tmp_path: Path) -> None
 
     limited = json.loads(dhub("agents", "list", "--json", "--limit", "2").stdout)
     assert len(limited) == 2
+
+
+def test_table_columns_line_up_with_wide_names(dhub: Any, api: Client) -> None:
+    api.create_agent(load_json(TRIAGE) | {"name": "티켓-분류"})  # two terminal cells a letter
+    api.create_agent(load_json(TRIAGE))
+    header, *rows = dhub("agents", "list").stdout.splitlines()
+    start = cell_len(header[: header.index("MODE")])
+    assert [cell_len(row[: row.index("workflow")]) for row in rows] == [start, start]
 
 
 def test_list_with_no_match(dhub: Any) -> None:

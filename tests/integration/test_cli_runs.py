@@ -238,3 +238,26 @@ def test_waiting_gives_up_after_the_timeout(dhub: Any, api: Client, client: Test
     assert run.status == "waiting"
     with pytest.raises(TimeoutError):
         api.wait_run(run.id, timeout=0.2)
+
+
+def test_a_script_starts_answers_and_waits_without_polling(dhub: Any, api: Client) -> None:
+    api.create_agent(TRIAGE)
+    started = ok(dhub("runs", "start", "ticket-triage", *URGENT))
+    run_id = started.stdout.strip()  # the id alone: RUN=$(dhub runs start ...)
+    assert run_id.startswith("run.") and "\n" not in run_id
+    assert started.stderr.startswith(f"Started {run_id} of ticket-triage (agent.")
+    # Answered at once: the command waits for the run to reach its form.
+    answered = ok(dhub("tasks", "answer", run_id, "approve", "--value", "escalate=true"))
+    assert answered.stdout == f"answered approve of {run_id}\n"
+    got = json.loads(ok(dhub("runs", "get", run_id, "--wait", "--timeout", "60", "--json")).stdout)
+    assert got["status"] == "succeeded"
+    assert got["outputs"] == {"category": "bug", "summary": "URGENT bug from acme; escalate=True"}
+
+
+def test_answering_a_form_the_run_never_reaches_says_so(dhub: Any, api: Client) -> None:
+    run_id = started(dhub, api.create_agent(TRIAGE)["id"], "--input", "ticket=Hello")
+    refused = dhub("tasks", "answer", run_id, "approve", "--value", "escalate=true")
+    assert refused.exit_code == 1, refused.output  # it ended without asking: the server says
+    assert refused.stderr == (
+        f"Error: Run '{run_id}' is not waiting for that (succeeded). (HTTP 404)\n"
+    )

@@ -92,7 +92,8 @@ def list_(
     elif not agents:
         typer.echo("No agents found.")
     else:
-        echo_table(["ID", "NAME", "MODE", "INPUT", "VERSION", "TAGS"], [_row(a) for a in agents])
+        headers = ["ID", "NAME", "MODE", "INPUT", "VERSION", "TAGS", "FOLDER"]
+        echo_table(headers, [_row(a) for a in agents])
 
 
 def _row(agent: Agent) -> list[str]:
@@ -103,6 +104,7 @@ def _row(agent: Agent) -> list[str]:
         str(agent.get("input_mode") or ""),
         str(agent.get("version") or ""),
         ",".join(agent.get("tags") or []),
+        str(agent.get("folder_id") or "-"),  # names are unique per folder only
     ]
 
 

@@ -75,25 +75,34 @@ def start(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Start a run; say which, or (--wait, --follow) print its outputs as JSON when it ends
-    (--json: the run itself)."""
+    """Start a run and print its id (so `RUN=$(dhub runs start ...)` keeps it), or with
+    --wait/--follow its outputs as JSON when it ends; --json: the run itself."""
     with reporting_errors():
         api = client_from(ctx)
         found = resolve_agent(api, agent)
         inputs = read_values(input_ or [], inputs_json, _text_inputs(found))
         run = api.start_run(found["id"], inputs, version=version)
         if not (wait or follow):
-            message = (
-                f"started {run.id} of {labelled(found)}, version {run.agent_version}: "
-                f"{run.status}\nFollow it: dhub runs events {run.id} --follow"
-            )
-            done(as_json, message, run.to_json())
+            _started(run, found, as_json)
             return
         try:
             finished = _follow(api, run.id, _live_view() if follow else None, timeout)
         except TimeoutError as exc:
             _stop(f"Error: {exc} It goes on: see `dhub runs get {run.id}`.")
     report(finished, as_json)
+
+
+def _started(run: Run, agent: Agent, as_json: bool) -> None:
+    """The run's id alone on stdout, what it is on stderr (as ``tokens create`` does)."""
+    if as_json:
+        echo_json(run.to_json())
+        return
+    typer.echo(
+        f"Started {run.id} of {labelled(agent)}, version {run.agent_version} ({run.status}); "
+        f"follow it with `dhub runs events {run.id} --follow`.",
+        err=True,
+    )
+    typer.echo(run.id)
 
 
 def _live_view() -> LiveView:
@@ -105,11 +114,27 @@ def _live_view() -> LiveView:
 
 
 @app.command()
-def get(ctx: typer.Context, run_id: RunId, as_json: JsonOption = False) -> None:
+def get(
+    ctx: typer.Context,
+    run_id: RunId,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait", help="Wait for the run to end first (and for whoever it waits for)."
+        ),
+    ] = False,
+    timeout: Annotated[
+        float | None, typer.Option(min=0, help="With --wait: give up after this many seconds.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
     """Show a run: its agent, status, inputs, outputs or error, and what it waits for."""
     with reporting_errors():
         api = client_from(ctx)
-        run = api.get_run(run_id)
+        try:
+            run = api.wait_run(run_id, timeout) if wait else api.get_run(run_id)
+        except TimeoutError as exc:
+            _stop(f"Error: {exc} It goes on: see `dhub runs get {run_id}`.")
         name = agent_names(api, [run.agent_id])[run.agent_id] if not as_json else ""
     if as_json:
         echo_json(run.to_json())
@@ -206,7 +231,7 @@ def _line(event: RunEvent) -> str:
     data = json.dumps(event.data, ensure_ascii=False) if event.data else ""
     return "  ".join(
         [str(event.seq), when(event.created_at), event.type, event.node_id or "-", data]
-    )
+    ).rstrip()
 
 
 @app.command()

@@ -101,12 +101,17 @@ def answer(
         Path | None,
         typer.Option(help="A JSON object of values; --value overrides its keys.", dir_okay=False),
     ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option(min=0, help="How long to wait for a run still going to reach the form."),
+    ] = 60.0,
     as_json: JsonOption = False,
 ) -> None:
-    """Answer a human_input node. Without values, at a terminal, asks field by field."""
+    """Answer a human_input node. Without values, at a terminal, asks field by field. A run
+    that has not reached the form yet (just started) is waited for, up to --timeout."""
     with reporting_errors():
         api = client_from(ctx)
-        task = _find(api, run_id, node_id)
+        task = _find(api, run_id, node_id) or _reached(api, run_id, node_id, timeout)
         if value or values_json or not sys.stdin.isatty():
             values = read_values(value or [], values_json, _text_fields(task))
         else:
@@ -121,6 +126,23 @@ def _find(api: Client, run_id: str, node_id: str) -> Task | None:
     for task in api.list_tasks():
         if (task.run_id, task.node_id, task.kind) == (run_id, node_id, "await_input"):
             return task
+    return None
+
+
+def _reached(api: Client, run_id: str, node_id: str, timeout: float) -> Task | None:
+    """The form, once a run that is still queued or running stops to wait for a person;
+    None when it stopped elsewhere or ended (the server then says what is wrong)."""
+    if api.get_run(run_id).status not in ("queued", "running"):
+        return None
+    try:
+        for event in api.stream_run_events(run_id, timeout=timeout):
+            # The stream replays the run's past too: an old wait, since answered, is passed.
+            if event.type == "node.waiting":
+                task = _find(api, run_id, node_id)
+                if task is not None or api.get_run(run_id).status == "waiting":
+                    return task
+    except TimeoutError:
+        _stop(f"Error: run {run_id} did not reach '{node_id}' within {timeout:g}s.")
     return None
 
 
