@@ -198,6 +198,11 @@ def test_filters(client: TestClient) -> None:
     assert _ids(client, input_mode="event") == [wf["id"]]
     assert _ids(client, type="bot") == [a["id"]]
     assert _ids(client, mode="react", tags="x", q="beta") == [b["id"]]
+    assert _ids(client, name="alpha") == [a["id"]]  # exactly the name:
+    assert _ids(client, name="alph") == _ids(client, name="Alpha") == []  # no part, no case
+    again = create(client, react("alpha", folder_id="f1"))  # names are unique per folder only
+    assert _ids(client, name="alpha") == [a["id"], again["id"]]
+    assert _ids(client, name="alpha", folder_id="f1") == [again["id"]]
     bad = client.get(API, params={"mode": "sideways"})
     assert bad.status_code == 422 and bad.json()["errors"][0]["loc"] == "/query/mode"
 

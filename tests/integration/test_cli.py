@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 from fastapi.testclient import TestClient
+from rich.cells import cell_len
 from typer.testing import CliRunner, Result
 
 from dhub.cli.main import app
@@ -101,7 +102,7 @@ def test_apply_makes_the_agent_equal_the_document(dhub: Any, api: Client, tmp_pa
 def test_apply_accepts_get_output(dhub: Any, tmp_path: Path) -> None:
     created = dhub("agents", "apply", "-f", TRIAGE)
     agent_id = created.stdout.split("(")[1].split(",")[0]
-    fetched = json.loads(dhub("agents", "get", agent_id).stdout)
+    fetched = json.loads(dhub("agents", "get", agent_id, "--json").stdout)
 
     # The envelope (id, version, owners, unchanged markings...) is dropped by apply.
     assert fetched["markings"] == []
@@ -160,7 +161,7 @@ def test_list_shows_agents_as_a_table_or_json(dhub: Any, tmp_path: Path) -> None
     table = dhub("agents", "list")
     assert table.exit_code == 0, table.output
     header, *rows = table.stdout.splitlines()
-    assert header.split() == ["ID", "NAME", "MODE", "INPUT", "VERSION", "TAGS"]
+    assert header.split() == ["ID", "NAME", "MODE", "INPUT", "VERSION", "TAGS", "FOLDER"]
     names = {row.split()[1] for row in rows}
     assert names == {load_json(f)["name"] for f in valid_fixtures()}
 
@@ -170,6 +171,14 @@ def test_list_shows_agents_as_a_table_or_json(dhub: Any, tmp_path: Path) -> None
 
     limited = json.loads(dhub("agents", "list", "--json", "--limit", "2").stdout)
     assert len(limited) == 2
+
+
+def test_table_columns_line_up_with_wide_names(dhub: Any, api: Client) -> None:
+    api.create_agent(load_json(TRIAGE) | {"name": "티켓-분류"})  # two terminal cells a letter
+    api.create_agent(load_json(TRIAGE))
+    header, *rows = dhub("agents", "list").stdout.splitlines()
+    start = cell_len(header[: header.index("MODE")])
+    assert [cell_len(row[: row.index("workflow")]) for row in rows] == [start, start]
 
 
 def test_list_with_no_match(dhub: Any) -> None:
@@ -192,11 +201,19 @@ def test_get_prints_the_agent_and_its_versions(dhub: Any, api: Client, tmp_path:
     agent_id = api.apply_agent(doc).agent["id"]
     api.apply_agent(doc | {"description": "Second."})
 
-    current = dhub("agents", "get", agent_id)
+    current = dhub("agents", "get", agent_id, "--json")
     assert current.exit_code == 0, current.output
     assert json.loads(current.stdout) == api.get_agent(agent_id)
 
-    first = json.loads(dhub("agents", "get", agent_id, "--version", "1").stdout)
+    shown = dhub("agents", "get", "ticket-triage")  # for people: one field a line
+    assert shown.exit_code == 0, shown.output
+    lines = shown.stdout.splitlines()
+    assert lines[0].split() == ["id:", agent_id]
+    assert lines[1].split() == ["name:", "ticket-triage"]
+    assert any(line.split()[:3] == ["version:", "2", "(updated"] for line in lines)
+    assert any(line.startswith("nodes:") and "classify (code)" in line for line in lines)
+
+    first = json.loads(dhub("agents", "get", agent_id, "--version", "1", "--json").stdout)
     assert first["version"] == 1
     assert first["description"] == doc["description"]
 
@@ -208,7 +225,7 @@ def test_delete_removes_the_agent(dhub: Any, api: Client) -> None:
     agent_id = api.create_agent(load_json(TRIAGE))["id"]
     deleted = dhub("agents", "delete", agent_id)
     assert deleted.exit_code == 0, deleted.output
-    assert deleted.stdout.strip() == f"deleted {agent_id}"
+    assert deleted.stdout.strip() == f"deleted ticket-triage ({agent_id})"
 
     gone = dhub("agents", "get", agent_id)
     assert_clean_failure(gone)

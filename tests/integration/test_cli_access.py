@@ -333,12 +333,14 @@ def test_share_and_unshare_an_agent(dhub: Any, api: Client, alice: Client) -> No
     agent_id = api.create_agent(load_json(TRIAGE))["id"]
     assert_clean_failure(dhub("agents", "get", agent_id, obj=alice))  # not shared yet
     assert (
-        ok(dhub("agents", "grants", agent_id)).stdout == f"{agent_id} is not shared with anyone.\n"
+        ok(dhub("agents", "grants", agent_id)).stdout
+        == f"ticket-triage ({agent_id}) is not shared with anyone.\n"
     )
 
     shared = ok(dhub("agents", "share", agent_id, "user.alice", "--scope", "viewer"))
-    assert shared.stdout == f"shared {agent_id} with user.alice as viewer\n"
-    assert json.loads(ok(dhub("agents", "get", agent_id, obj=alice)).stdout)["id"] == agent_id
+    assert shared.stdout == f"shared ticket-triage ({agent_id}) with user.alice as viewer\n"
+    seen = json.loads(ok(dhub("agents", "get", agent_id, "--json", obj=alice)).stdout)
+    assert seen["id"] == agent_id
 
     ok(dhub("agents", "share", agent_id, "user.alice", "--scope", "runner"))  # replaces
     header, *rows = table(dhub("agents", "grants", agent_id))
@@ -354,7 +356,7 @@ def test_share_and_unshare_an_agent(dhub: Any, api: Client, alice: Client) -> No
     assert "(HTTP 403)" in denied.stderr
 
     unshared = ok(dhub("agents", "unshare", agent_id, "user.alice"))
-    assert unshared.stdout == f"unshared {agent_id} from user.alice\n"
+    assert unshared.stdout == f"unshared ticket-triage ({agent_id}) from user.alice\n"
     gone = dhub("agents", "get", agent_id, obj=alice)
     assert_clean_failure(gone)
     assert "(HTTP 404)" in gone.stderr
@@ -373,7 +375,7 @@ def test_share_rejects_bad_input_cleanly(dhub: Any, api: Client) -> None:
     bad_scope = dhub("agents", "share", agent_id, "public.all", "--scope", "owner")
     assert bad_scope.exit_code == 2  # a usage error: typer checks the choices
 
-    missing = dhub("agents", "grants", "agent.nope")
+    missing = dhub("agents", "grants", "agent.01m8pq9je70y0jz9n1k7fmy8v2")  # an id nobody has
     assert_clean_failure(missing)
     assert "(HTTP 404)" in missing.stderr
 
@@ -384,7 +386,7 @@ def test_owners_replace_the_owners(dhub: Any, api: Client, alice: Client) -> Non
     ok(dhub("groups", "add-member", "group.eng", "user.alice"))
 
     result = ok(dhub("agents", "owners", agent_id, "user.admin", "group.eng"))
-    assert result.stdout == f"owners of {agent_id}: group.eng, user.admin\n"
+    assert result.stdout == f"owners of ticket-triage ({agent_id}): group.eng, user.admin\n"
     assert sorted(o["id"] for o in api.get_agent(agent_id)["owners"]) == ["group.eng", "user.admin"]
     assert alice.get_agent(agent_id)["id"] == agent_id  # an owner through group.eng
 
@@ -407,11 +409,11 @@ def test_mark_and_unmark_an_agent(dhub: Any, api: Client, alice: Client) -> None
     ok(dhub("markings", "add-member", "marking.pii", ADMIN_ID))
 
     marked = ok(dhub("agents", "mark", agent_id, "marking.pii"))
-    assert marked.stdout == f"marked {agent_id}: markings marking.pii\n"
+    assert marked.stdout == f"marked ticket-triage ({agent_id}): markings marking.pii\n"
     assert api.get_agent(agent_id)["markings"] == ["marking.pii"]
     hidden = dhub("agents", "get", agent_id, obj=alice)  # shared, but alice lacks the marking
     assert_clean_failure(hidden)
 
     unmarked = ok(dhub("agents", "unmark", agent_id, "marking.pii"))
-    assert unmarked.stdout == f"unmarked {agent_id}: markings (none)\n"
+    assert unmarked.stdout == f"unmarked ticket-triage ({agent_id}): markings (none)\n"
     assert alice.get_agent(agent_id)["markings"] == []

@@ -127,7 +127,10 @@ def test_an_unknown_agent_is_a_clear_error(dhub: Any, api: Client) -> None:
     for ref in ("nope", "agent.nope"):
         result = dhub("chat", ref, input="hello\n")
         assert result.exit_code == 1, result.output
-        assert f"No agent named or with id '{ref}'" in result.stderr
+        assert result.stderr.splitlines() == [  # not id-shaped (agent.<ulid>): a name
+            f"Error: no agent named '{ref}' that you can see.",
+            "`dhub agents list` shows the ones you can.",
+        ]
         assert "Traceback" not in result.output and result.stdout == ""
 
 

@@ -83,4 +83,4 @@ def test_export_to_stdout_is_yaml_by_default(api: Client) -> None:
 def test_export_of_an_unknown_agent_fails_cleanly(api: Client) -> None:
     result = CliRunner().invoke(app, ["agents", "export", "no-such-agent"], obj=api)
     assert result.exit_code == 1
-    assert "No agent named or with id 'no-such-agent'" in result.output
+    assert result.stderr.startswith("Error: no agent named 'no-such-agent' that you can see.")

@@ -55,8 +55,8 @@ def until(api: Client, run_id: str, *statuses: str) -> Run:
 
 
 def started(dhub: Any, agent_id: str, *inputs: str) -> str:
-    """Start a run with ``dhub runs start`` (no waiting); its id."""
-    return str(json.loads(ok(dhub("runs", "start", agent_id, *inputs)).stdout)["id"])
+    """Start a run with ``dhub runs start --json`` (no waiting); its id."""
+    return str(json.loads(ok(dhub("runs", "start", agent_id, *inputs, "--json")).stdout)["id"])
 
 
 def test_a_person_answers_the_triage_form(dhub: Any, api: Client) -> None:
@@ -65,18 +65,25 @@ def test_a_person_answers_the_triage_form(dhub: Any, api: Client) -> None:
     waiting = until(api, run_id, "waiting")
     assert waiting.waiting is not None and waiting.waiting["node_id"] == "approve"
 
-    listed = ok(dhub("tasks", "list")).stdout
-    assert run_id in listed and "approve" in listed and "input" in listed
-    assert "Escalate ticket from acme: Total outage since 9am?" in listed
+    header, row = ok(dhub("tasks", "list")).stdout.splitlines()
+    assert header.split() == ["RUN", "AGENT", "NODE", "KIND", "ID", "ASKS", "DUE"]
+    assert row.split()[:4] == [run_id, "ticket-triage", "approve", "input"]
+    assert "Escalate ticket from acme: Total outage since 9am?" in row
     [task] = json.loads(ok(dhub("tasks", "list", "--json")).stdout)
     assert (task["run_id"], task["kind"]) == (run_id, "await_input")
 
     answered = ok(dhub("tasks", "answer", run_id, "approve", "--value", "escalate=true"))
     assert answered.stdout == f"answered approve of {run_id}\n"
     until(api, run_id, "succeeded", "failed")
-    got = json.loads(ok(dhub("runs", "get", run_id)).stdout)
+    got = json.loads(ok(dhub("runs", "get", run_id, "--json")).stdout)
     assert got["status"] == "succeeded"
     assert got["outputs"] == {"category": "bug", "summary": "URGENT bug from acme; escalate=True"}
+    shown = dict(
+        line.split(": ", 1) for line in ok(dhub("runs", "get", run_id)).stdout.splitlines()
+    )
+    assert shown["agent"].split() == ["ticket-triage", f"({triage}),", "version", "1"]
+    assert shown["status"].strip() == "succeeded"
+    assert json.loads(shown["outputs"]) == got["outputs"]
     assert ok(dhub("tasks", "list")).stdout == "No tasks waiting for you.\n"
 
 
@@ -119,8 +126,9 @@ def test_list_events_and_cancel(dhub: Any, api: Client) -> None:
         ok(dhub("runs", "list", "--agent", triage, "--json")).stdout
     )
     assert waiting_run["id"] == run_id and done_run["status"] == "succeeded"
-    table = ok(dhub("runs", "list", "--agent", triage)).stdout.splitlines()
+    table = ok(dhub("runs", "list", "--agent", "ticket-triage")).stdout.splitlines()
     assert table[0].split() == ["ID", "AGENT", "VERSION", "STATUS", "STARTED", "FINISHED"]
+    assert table[1].split()[:2] == [run_id, "ticket-triage"]  # the agent's name, not its id
     assert "waiting (input at approve)" in table[1] and "succeeded" in table[2]
     only = json.loads(
         ok(dhub("runs", "list", "--agent", triage, "--status", "waiting", "--json")).stdout
@@ -226,7 +234,30 @@ def test_waiting_gives_up_after_the_timeout(dhub: Any, api: Client, client: Test
     assert result.exit_code == 1, result.output
     assert "did not finish within 1.5s" in result.stderr and "dhub runs get run." in result.stderr
     assert "waits for input at 'approve': dhub tasks answer" in result.stderr
-    [run] = api.list_runs(agent_id=triage)
+    [run] = api.list_runs(agent=triage)
     assert run.status == "waiting"
     with pytest.raises(TimeoutError):
         api.wait_run(run.id, timeout=0.2)
+
+
+def test_a_script_starts_answers_and_waits_without_polling(dhub: Any, api: Client) -> None:
+    api.create_agent(TRIAGE)
+    started = ok(dhub("runs", "start", "ticket-triage", *URGENT))
+    run_id = started.stdout.strip()  # the id alone: RUN=$(dhub runs start ...)
+    assert run_id.startswith("run.") and "\n" not in run_id
+    assert started.stderr.startswith(f"Started {run_id} of ticket-triage (agent.")
+    # Answered at once: the command waits for the run to reach its form.
+    answered = ok(dhub("tasks", "answer", run_id, "approve", "--value", "escalate=true"))
+    assert answered.stdout == f"answered approve of {run_id}\n"
+    got = json.loads(ok(dhub("runs", "get", run_id, "--wait", "--timeout", "60", "--json")).stdout)
+    assert got["status"] == "succeeded"
+    assert got["outputs"] == {"category": "bug", "summary": "URGENT bug from acme; escalate=True"}
+
+
+def test_answering_a_form_the_run_never_reaches_says_so(dhub: Any, api: Client) -> None:
+    run_id = started(dhub, api.create_agent(TRIAGE)["id"], "--input", "ticket=Hello")
+    refused = dhub("tasks", "answer", run_id, "approve", "--value", "escalate=true")
+    assert refused.exit_code == 1, refused.output  # it ended without asking: the server says
+    assert refused.stderr == (
+        f"Error: Run '{run_id}' is not waiting for that (succeeded). (HTTP 404)\n"
+    )

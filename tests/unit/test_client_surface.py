@@ -3,6 +3,7 @@ plus what the client does with whatever a server answers, via httpx.MockTranspor
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from datetime import UTC, datetime
@@ -13,6 +14,7 @@ import pytest
 
 import dhub.client
 from dhub.client import (
+    AmbiguousName,
     Client,
     ConfigurationError,
     Conflict,
@@ -24,6 +26,7 @@ from dhub.client import (
     NotFound,
     ServerUnreachable,
     Unauthenticated,
+    UnknownName,
 )
 
 PUBLIC = [
@@ -31,6 +34,7 @@ PUBLIC = [
     "Agent",
     "AgentPage",
     "AgentVersion",
+    "AmbiguousName",
     "ApplyAction",
     "ApplyResult",
     "AuditEntry",
@@ -60,6 +64,7 @@ PUBLIC = [
     "Turn",
     "TurnStream",
     "Unauthenticated",
+    "UnknownName",
     "User",
     "ValidationResult",
 ]
@@ -84,8 +89,9 @@ def test_exported_classes_claim_the_public_module() -> None:
 def test_one_exception_tree() -> None:
     for cls in (Unauthenticated, Forbidden, NotFound, Conflict, InvalidInput):
         assert issubclass(cls, DhubAPIError)
-    for cls in (DhubAPIError, ServerUnreachable, ConfigurationError):
+    for cls in (DhubAPIError, ServerUnreachable, ConfigurationError, AmbiguousName):
         assert issubclass(cls, DhubClientError)
+    assert issubclass(UnknownName, NotFound)
 
 
 def answering(status: int, body: bytes, content_type: str = "application/json") -> Client:
@@ -164,8 +170,11 @@ def test_ids_stay_one_path_segment() -> None:
         seen.append(request.url.raw_path.decode())
         return httpx.Response(204)
 
-    Client("http://dhub.test/", "tok", transport=httpx.MockTransport(record)).delete_agent("a/b?c")
-    assert seen == ["/api/v1/agents/a%2Fb%3Fc"]
+    Client("http://dhub.test/", "tok", transport=httpx.MockTransport(record)).delete_user("a/b?c")
+    assert seen == ["/api/v1/users/a%2Fb%3Fc"]
+
+
+A = "agent.01m8pq9je70y0jz9n1k7fmy8v2"  # shaped like an id: used as is, never looked up
 
 
 def recording_env_client(monkeypatch: pytest.MonkeyPatch, **env: str) -> list[httpx.Request]:
@@ -223,19 +232,19 @@ def sent(request: httpx.Request) -> tuple[str, str, object]:
 
 def test_sharing_calls_follow_the_contract() -> None:
     api, seen = recording_client()
-    assert api.list_grants("agent.a/b") == []
-    api.grant("agent.a", "group.eng", "runner")
-    api.revoke_grant("agent.a", "group.eng")
-    api.set_owners("agent.a", ["user.a", "group.b"])
-    api.mark_agent("agent.a", "marking.pii")
-    api.unmark_agent("agent.a", "marking.pii")
+    assert api.list_grants(A) == []
+    api.grant(A, "group.eng", "runner")
+    api.revoke_grant(A, "group.eng")
+    api.set_owners(A, ["user.a", "group.b"])
+    api.mark_agent(A, "marking.pii")
+    api.unmark_agent(A, "marking.pii")
     assert [sent(r) for r in seen] == [
-        ("GET", "/api/v1/agents/agent.a%2Fb/grants", None),
-        ("POST", "/api/v1/agents/agent.a/grants", {"principal_id": "group.eng", "scope": "runner"}),
-        ("DELETE", "/api/v1/agents/agent.a/grants/group.eng", None),
-        ("PATCH", "/api/v1/agents/agent.a", {"owners": ["user.a", "group.b"]}),
-        ("POST", "/api/v1/agents/agent.a/markings", {"marking_id": "marking.pii"}),
-        ("DELETE", "/api/v1/agents/agent.a/markings/marking.pii", None),
+        ("GET", f"/api/v1/agents/{A}/grants", None),
+        ("POST", f"/api/v1/agents/{A}/grants", {"principal_id": "group.eng", "scope": "runner"}),
+        ("DELETE", f"/api/v1/agents/{A}/grants/group.eng", None),
+        ("PATCH", f"/api/v1/agents/{A}", {"owners": ["user.a", "group.b"]}),
+        ("POST", f"/api/v1/agents/{A}/markings", {"marking_id": "marking.pii"}),
+        ("DELETE", f"/api/v1/agents/{A}/markings/marking.pii", None),
     ]
     assert seen[3].headers["Content-Type"] == "application/merge-patch+json"
 
@@ -264,3 +273,144 @@ def test_identity_calls_send_only_what_is_given() -> None:
         ("GET", "/api/v1/tokens?user_id=user.alice", None),
         ("GET", "/api/v1/audit?actor_id=user.admin&limit=5", None),
     ]
+
+
+# -- the Client's methods, and names where ids go ----------------------------------------------
+
+# Each public method of Client and the parameters it takes: renaming or dropping one breaks
+# callers, so it is a decision, made here. ``agent`` parameters take an id or a name.
+CLIENT_METHODS = {
+    "add_marking_member": ["marking_id", "principal_id"],
+    "add_member": ["group_id", "principal_id"],
+    "agent_version": ["agent", "version"],
+    "agent_versions": ["agent"],
+    "answer_input": ["run_id", "node_id", "values"],
+    "apply_agent": ["doc"],
+    "audit": ["actor_id", "target_id", "action", "limit", "cursor"],
+    "cancel_run": ["run_id"],
+    "close": [],
+    "confirm_call": ["run_id", "call_id", "approve", "arguments", "reason"],
+    "create_agent": ["doc"],
+    "create_conversation": ["agent"],
+    "create_group": ["name", "display_name"],
+    "create_marking": ["name", "description"],
+    "create_token": ["name", "expires_at"],
+    "create_user": ["name", "display_name", "email", "is_admin"],
+    "delete_agent": ["agent"],
+    "delete_group": ["group_id"],
+    "delete_user": ["user_id"],
+    "export_agent": ["agent"],
+    "find_agent_by_name": ["name", "folder_id"],
+    "from_env": ["url", "token", "data_dir", "transport"],
+    "get_agent": ["agent"],
+    "get_conversation": ["conversation_id"],
+    "get_group": ["group_id"],
+    "get_marking": ["marking_id"],
+    "get_run": ["run_id"],
+    "get_user": ["user_id"],
+    "grant": ["agent", "principal_id", "scope"],
+    "issue_token": ["user_id", "name", "expires_at"],
+    "iter_agents": [
+        "q", "name", "tags", "collection_id", "folder_id", "mode", "input_mode", "type",
+        "page_size",
+    ],
+    "iter_audit": ["actor_id", "target_id", "action", "page_size"],
+    "list_agents": [
+        "q", "name", "tags", "collection_id", "folder_id", "mode", "input_mode", "type", "limit",
+        "cursor",
+    ],
+    "list_grants": ["agent"],
+    "list_groups": [],
+    "list_markings": [],
+    "list_runs": ["agent", "status", "page_size"],
+    "list_tasks": [],
+    "list_tokens": ["user_id"],
+    "list_users": [],
+    "mark_agent": ["agent", "marking_id"],
+    "me": [],
+    "remove_marking_member": ["marking_id", "principal_id"],
+    "remove_member": ["group_id", "principal_id"],
+    "resolve_agent": ["agent"],
+    "resolve_provider": ["name"],
+    "revoke_grant": ["agent", "principal_id"],
+    "revoke_token": ["token_id"],
+    "run_events": ["run_id", "after", "limit"],
+    "runs_page": ["agent", "status", "limit", "cursor"],
+    "send_message": ["conversation_id", "content", "timeout"],
+    "set_owners": ["agent", "owners"],
+    "start_run": ["agent", "inputs", "version"],
+    "stream_message": ["conversation_id", "content", "timeout"],
+    "stream_run_events": ["run_id", "after", "timeout"],
+    "unmark_agent": ["agent", "marking_id"],
+    "update_agent": ["agent", "patch"],
+    "update_group": ["group_id", "display_name"],
+    "update_user": ["user_id", "changes"],
+    "validate_agent": ["doc"],
+    "wait_run": ["run_id", "timeout"],
+}  # fmt: skip
+
+
+def test_client_methods_are_pinned() -> None:
+    found = {
+        name: [p for p in inspect.signature(member).parameters if p not in ("self", "cls")]
+        for name, member in inspect.getmembers(Client, callable)
+        if not name.startswith("_")
+    }
+    assert found == CLIENT_METHODS
+
+
+B = "agent.01m8pq9je9a2d4kq7vmb3ntc5x"
+
+
+def listing(*agents: dict[str, object]) -> tuple[Client, list[httpx.Request]]:
+    """A client whose server lists ``agents`` for any name query and answers other calls
+    with an empty object."""
+    seen: list[httpx.Request] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        if request.url.path == "/api/v1/agents" and request.method == "GET":
+            return httpx.Response(200, json={"data": list(agents), "next_cursor": None})
+        return httpx.Response(200, json={"id": "run.x", "data": []})
+
+    return Client("http://dhub.test", "tok", transport=httpx.MockTransport(answer)), seen
+
+
+def test_an_id_is_used_as_is_and_a_name_is_looked_up_once() -> None:
+    api, seen = listing({"id": B, "name": "triage", "folder_id": None})
+    api.list_grants(A)
+    api.list_grants("triage")
+    with pytest.raises(UnknownName):  # shaped unlike an id: a name (which nobody has here)
+        api.list_grants("agent.not-a-ulid")
+    assert [(r.method, r.url.path, dict(r.url.params)) for r in seen] == [
+        ("GET", f"/api/v1/agents/{A}/grants", {}),
+        ("GET", "/api/v1/agents", {"name": "triage"}),
+        ("GET", f"/api/v1/agents/{B}/grants", {}),
+        ("GET", "/api/v1/agents", {"name": "agent.not-a-ulid"}),
+    ]
+
+
+def test_a_name_nobody_has_is_not_found_and_says_how_to_list() -> None:
+    api, _ = listing({"id": B, "name": "triage-2", "folder_id": None})
+    with pytest.raises(UnknownName) as caught:
+        api.start_run("triage", {})
+    assert isinstance(caught.value, NotFound)
+    assert str(caught.value) == (
+        "No agent named 'triage' that you can see; Client.iter_agents() lists the ones you can."
+    )
+
+
+def test_a_name_in_several_folders_is_ambiguous_and_names_each() -> None:
+    found = [
+        {"id": A, "name": "triage", "folder_id": None},
+        {"id": B, "name": "triage", "folder_id": "folder.team-a"},
+    ]
+    api, seen = listing(*found)
+    with pytest.raises(AmbiguousName) as caught:
+        api.get_agent("triage")
+    assert caught.value.matches == found
+    assert str(caught.value) == (
+        f"2 agents you can see are named 'triage': {A} (top level), {B} (folder folder.team-a); "
+        "give the id of the one you mean."
+    )
+    assert len(seen) == 1  # nothing was done to either

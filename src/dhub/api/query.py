@@ -22,7 +22,7 @@ MAX_PAGE = 200
 MAX_TAGS = 20  # each tag is one more condition of the query
 DEFAULT_PAGE = 50
 _ENUMS = {"mode": ("react", "workflow"), "input_mode": ("chat", "event")}
-_TEXT = ("q", "collection_id", "folder_id", "type", "cursor")
+_TEXT = ("q", "name", "collection_id", "folder_id", "type", "cursor")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +39,7 @@ def _param(name: str, schema: dict[str, Any], description: str) -> dict[str, Any
 
 LIST_PARAMETERS = [
     _param("q", {"type": "string"}, "Substring of name, alias or description (any case)"),
+    _param("name", {"type": "string"}, "Exactly this name"),
     _param(
         "tags",
         {"type": "array", "items": {"type": "string"}},
@@ -79,6 +80,7 @@ def parse_list_query(params: QueryParams) -> ListQuery:
         raise InvalidInput(errors)
     flt = AgentFilter(
         q=text["q"] or None,
+        name=text["name"],
         tags=tags,
         collection_id=text["collection_id"],
         folder_id=text["folder_id"],
@@ -134,6 +136,7 @@ _RESOURCE_TEXT = ("q", "name", "collection_id", "folder_id", "type", "cursor")
 
 RESOURCE_LIST_PARAMETERS = [
     _param("q", {"type": "string"}, "Substring of name, alias or description (any case)"),
+    _param("name", {"type": "string"}, "Exactly this name"),
     _param("name", {"type": "string"}, "Exactly this name"),
     _param(
         "tags",

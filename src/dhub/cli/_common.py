@@ -1,30 +1,40 @@
-"""What every client-backed command shares: the client from the context, error reporting,
-document files, and plain-text output."""
+"""What every client-backed command shares: the client from the context, names for ids,
+error reporting, document files, and output (tables for people, ``--json`` for scripts).
+
+Cheap to import on purpose: ``dhub --help`` imports every command module, so the SDK (httpx),
+YAML and the server's packages are imported only by the functions that use them.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 import typer
-import yaml
 
-from dhub.client import (
-    Agent,
-    Client,
-    DhubAPIError,
-    DhubClientError,
-    FieldError,
-    NotFound,
-    ServerUnreachable,
-    Unauthenticated,
-)
+if TYPE_CHECKING:
+    import yaml
+
+    from dhub.client import Agent, Client, DhubAPIError, DhubClientError, FieldError
+
+# The SDK's RunStatus and ShareScope, spelled out so that typer can read the commands'
+# signatures without importing the SDK (tests/unit/test_cli_startup.py checks they match).
+RunStatus = Literal["queued", "running", "waiting", "succeeded", "failed", "cancelled"]
+ShareScope = Literal["viewer", "runner", "editor"]
+
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print JSON for scripts (the API's objects) instead.")
+]
+AgentArgument = Annotated[
+    str, typer.Argument(metavar="AGENT", help="The agent's name or id (agent.…).")
+]
 
 
 @dataclass
@@ -40,6 +50,8 @@ class Connection:
 def client_from(ctx: typer.Context) -> Client:
     """The Client for this invocation: the one tests pass as ``obj=``, or one built from
     --url/--token and the environment (closed when the command ends)."""
+    from dhub.client import Client
+
     obj = ctx.find_root().obj
     if isinstance(obj, Client):
         return obj
@@ -52,22 +64,28 @@ def client_from(ctx: typer.Context) -> Client:
 
 
 def resolve_agent(api: Client, ref: str) -> Agent:
-    """The agent ``ref`` stands for: its id (``agent.…``), else its name. A name used in
-    several folders is ambiguous, and says which ids to choose from."""
-    if ref.startswith("agent."):
-        with suppress(NotFound):  # not an id after all: a name may start like one
-            return api.get_agent(ref)
-    # `q` is a substring search over name, alias and description: keep exact names only.
-    named = [a for a in api.iter_agents(q=ref) if a.get("name") == ref]
-    if len(named) == 1:
-        return named[0]
-    if not named:
-        raise DhubClientError(
-            f"No agent named or with id '{ref}' that you can see; `dhub agents list` shows "
-            "the ones you can."
-        )
-    where = ", ".join(f"{a['id']} (folder {a.get('folder_id') or '-'})" for a in named)
-    raise DhubClientError(f"{len(named)} agents are named '{ref}': {where}; give its id.")
+    """The agent ``ref`` stands for: an id (``agent.<ulid>``) or else an exact name among the
+    agents the caller can see (``Client.resolve_agent``; the errors say what to do)."""
+    return api.resolve_agent(ref)
+
+
+def agent_names(api: Client, agent_ids: Iterable[str]) -> dict[str, str]:
+    """The name of each agent, for tables; an agent the caller can no longer see keeps
+    its id."""
+    from dhub.client import NotFound
+
+    names: dict[str, str] = {}
+    for agent_id in dict.fromkeys(agent_ids):
+        try:
+            names[agent_id] = str(api.get_agent(agent_id).get("name") or agent_id)
+        except NotFound:
+            names[agent_id] = agent_id
+    return names
+
+
+def labelled(agent: Agent) -> str:
+    """``name (id)``: how messages name an agent."""
+    return f"{agent.get('name')} ({agent['id']})"
 
 
 class DocumentError(Exception):
@@ -81,13 +99,28 @@ def reporting_errors() -> Iterator[None]:
     try:
         yield
     except DocumentError as exc:
-        _fail([f"Error: {exc}"], status=2)
-    except DhubClientError as exc:
-        _fail(error_lines(exc))
+        fail([f"Error: {exc}"], status=2)
+    except Exception as exc:
+        from dhub.client import DhubClientError
+
+        if not isinstance(exc, DhubClientError):
+            raise
+        fail(error_lines(exc))
 
 
 def error_lines(exc: DhubClientError) -> list[str]:
     """What to tell a person about a client error: the message, and what to do about it."""
+    from dhub.client import AmbiguousName, DhubAPIError, ServerUnreachable, UnknownName
+
+    if isinstance(exc, UnknownName):
+        return [
+            f"Error: no {exc.category} named '{exc.name}' that you can see.",
+            f"`dhub {exc.category}s list` shows the ones you can.",
+        ]
+    if isinstance(exc, AmbiguousName):
+        lines = [f"Error: {len(exc.matches)} {exc.category}s you can see are named '{exc.name}':"]
+        lines += [f"  {m.get('id')}  {_folder(m)}" for m in exc.matches]
+        return [*lines, "Give the id of the one you mean."]
     if isinstance(exc, DhubAPIError):
         return _api_error_lines(exc)
     if isinstance(exc, ServerUnreachable):
@@ -95,7 +128,14 @@ def error_lines(exc: DhubClientError) -> list[str]:
     return [f"Error: {exc}"]
 
 
+def _folder(resource: dict[str, Any]) -> str:
+    folder = resource.get("folder_id")
+    return f"in folder {folder}" if folder else "at the top level (no folder)"
+
+
 def _api_error_lines(exc: DhubAPIError) -> list[str]:
+    from dhub.client import Unauthenticated
+
     lines = [f"Error: {exc.detail} (HTTP {exc.status_code})"]
     lines.extend(f"  {error_line(e)}" for e in exc.errors)
     if isinstance(exc, Unauthenticated):
@@ -103,7 +143,8 @@ def _api_error_lines(exc: DhubAPIError) -> list[str]:
     return lines
 
 
-def _fail(lines: Sequence[str], status: int = 1) -> NoReturn:
+def fail(lines: Sequence[str], status: int = 1) -> NoReturn:
+    """Print ``lines`` on stderr and exit with ``status``."""
     for line in lines:
         typer.echo(line, err=True)
     raise typer.Exit(status)
@@ -117,19 +158,26 @@ def error_line(error: FieldError) -> str:
 # -- documents ---------------------------------------------------------------------------------
 
 
-class _DocumentLoader(yaml.SafeLoader):
+@cache
+def _document_loader() -> type[yaml.SafeLoader]:
     """SafeLoader without timestamps: agent documents are JSON data, so a date-like string
     (say a tag ``2024-05-01``) must stay a string instead of becoming an unsendable datetime."""
+    import yaml
 
+    class DocumentLoader(yaml.SafeLoader):
+        pass
 
-_DocumentLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
+    DocumentLoader.yaml_implicit_resolvers = {
+        first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+    return DocumentLoader
 
 
 def load_document(path: Path) -> dict[str, Any]:
     """Read one agent document from a JSON or YAML file (``-`` reads stdin)."""
+    import yaml
+
     text = _read(path)
     try:
         doc = _parse(text, path.suffix.lower())
@@ -150,14 +198,16 @@ def _read(path: Path) -> str:
 
 
 def _parse(text: str, suffix: str) -> Any:
+    import yaml
+
     if suffix == ".json":
         return json.loads(text)
     if suffix in (".yaml", ".yml"):
-        return yaml.load(text, Loader=_DocumentLoader)
+        return yaml.load(text, Loader=_document_loader())
     try:  # unknown suffix or stdin: JSON first, for its precise errors, then YAML
         return json.loads(text)
     except ValueError:
-        return yaml.load(text, Loader=_DocumentLoader)
+        return yaml.load(text, Loader=_document_loader())
 
 
 def _kind(value: Any) -> str:
@@ -173,14 +223,29 @@ def _bad_file(message: str) -> DocumentError:
 
 
 def echo_json(value: Any) -> None:
+    """``value`` as indented JSON on stdout: what ``--json`` prints."""
     typer.echo(json.dumps(value, indent=2, ensure_ascii=False))
 
 
+def done(as_json: bool, message: str, value: Any) -> None:
+    """What a command that changed something prints: ``message`` for people, else ``value``
+    (the object the API returned, or for a call that returns nothing a small object saying
+    what was done)."""
+    if as_json:
+        echo_json(value)
+    else:
+        typer.echo(message)
+
+
 def echo_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    """Left-aligned columns two spaces apart, like `kubectl get`: plain text that pipes well."""
-    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    """Left-aligned columns two spaces apart, like `kubectl get`: plain text that pipes well.
+    Widths count terminal cells, so wide characters (CJK names) keep the columns aligned."""
+    from rich.cells import cell_len
+
+    widths = [max([cell_len(h), *(cell_len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
     for row in [headers, *rows]:
-        typer.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+        cells = (c + " " * (w - cell_len(c)) for c, w in zip(row, widths, strict=True))
+        typer.echo("  ".join(cells).rstrip())
 
 
 def when(unix_ms: int | None, missing: str = "-") -> str:

@@ -1,27 +1,35 @@
-"""``dhub agents ...``: manage agents through the API (every command goes via dhub.client)."""
+"""``dhub agents ...``: manage agents through the API (every command goes via dhub.client).
+
+Every command that takes an agent takes its name or its id (``_common.resolve_agent``)."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
 from dhub.cli import sharing
 from dhub.cli._common import (
+    AgentArgument,
+    JsonOption,
     client_from,
+    done,
+    echo_detail,
     echo_json,
     echo_table,
     error_line,
+    labelled,
     load_document,
     reporting_errors,
     resolve_agent,
+    when,
 )
-from dhub.client import Agent
-from dhub.domain.yaml_docs import dump
+
+if TYPE_CHECKING:
+    from dhub.client import Agent
 
 app = typer.Typer(help="Create, inspect, share and delete agents.", no_args_is_help=True)
 
@@ -36,12 +44,13 @@ FileOption = Annotated[
 
 
 @app.command()
-def apply(ctx: typer.Context, file: FileOption) -> None:
+def apply(ctx: typer.Context, file: FileOption, as_json: JsonOption = False) -> None:
     """Create the agent, or update the one with the same name and folder to match the file."""
     with reporting_errors():
         result = client_from(ctx).apply_agent(load_document(file))
     agent = result.agent
-    typer.echo(f"{result.action} {agent['name']} ({agent['id']}, version {agent['version']})")
+    message = f"{result.action} {agent['name']} ({agent['id']}, version {agent['version']})"
+    done(as_json, message, {"action": result.action, "agent": agent})
 
 
 @app.command("list")
@@ -50,6 +59,7 @@ def list_(
     q: Annotated[
         str | None, typer.Option("--q", help="Substring of the name, alias or description.")
     ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="Exactly this name.")] = None,
     tag: Annotated[
         list[str] | None, typer.Option("--tag", help="Only agents with this tag (repeatable).")
     ] = None,
@@ -61,14 +71,13 @@ def list_(
     limit: Annotated[
         int | None, typer.Option(min=1, help="Show at most this many (default: all).")
     ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the agents as a JSON array.")
-    ] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """List the agents you can see, oldest first."""
     with reporting_errors():
         found = client_from(ctx).iter_agents(
             q=q,
+            name=name,
             tags=tag,
             mode=mode,
             input_mode=input_mode,
@@ -83,7 +92,8 @@ def list_(
     elif not agents:
         typer.echo("No agents found.")
     else:
-        echo_table(["ID", "NAME", "MODE", "INPUT", "VERSION", "TAGS"], [_row(a) for a in agents])
+        headers = ["ID", "NAME", "MODE", "INPUT", "VERSION", "TAGS", "FOLDER"]
+        echo_table(headers, [_row(a) for a in agents])
 
 
 def _row(agent: Agent) -> list[str]:
@@ -94,55 +104,102 @@ def _row(agent: Agent) -> list[str]:
         str(agent.get("input_mode") or ""),
         str(agent.get("version") or ""),
         ",".join(agent.get("tags") or []),
+        str(agent.get("folder_id") or "-"),  # names are unique per folder only
     ]
 
 
 @app.command()
 def get(
     ctx: typer.Context,
-    agent_id: Annotated[str, typer.Argument(metavar="ID", help="The agent id (agent.…).")],
+    agent: AgentArgument,
     version: Annotated[
         int | None, typer.Option(min=1, help="Show this earlier version instead.")
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
-    """Print an agent as JSON."""
+    """Show an agent: what it is, who owns it, what it is made of (--json: the document)."""
     with reporting_errors():
         api = client_from(ctx)
-        agent = api.get_agent(agent_id) if version is None else api.agent_version(agent_id, version)
-    echo_json(agent)
+        found = resolve_agent(api, agent)
+        if version is not None:
+            found = api.agent_version(found["id"], version)
+    if as_json:
+        echo_json(found)
+    else:
+        echo_detail(_fields(found), _parts(found))
+
+
+def _fields(agent: Agent) -> list[tuple[str, str]]:
+    spec = agent.get("agent") or {}
+    fields = [
+        ("id", str(agent["id"])),
+        ("name", str(agent.get("name") or "")),
+        ("alias", str(agent.get("alias") or "-")),
+        ("description", str(agent.get("description") or "-")),
+        ("mode", f"{agent.get('mode')}, input {agent.get('input_mode')}"),
+        ("version", f"{agent.get('version')} (updated {when(agent.get('updated_at'))})"),
+        ("folder", str(agent.get("folder_id") or "- (top level)")),
+        ("your access", str(agent.get("my_share_scope") or "-")),
+    ]
+    if agent.get("mode") == "react":
+        fields.append(("model", f"{spec.get('model_provider')}/{spec.get('model')}"))
+    return fields
+
+
+def _parts(agent: Agent) -> list[tuple[str, list[str]]]:
+    owners = [
+        str(o.get("id")) if isinstance(o, dict) else str(o) for o in agent.get("owners") or []
+    ]
+    parts = [
+        ("tags", list(agent.get("tags") or [])),
+        ("owners", owners),
+        ("markings", list(agent.get("markings") or [])),
+    ]
+    if agent.get("mode") == "workflow":
+        nodes = [f"{n.get('id')} ({n.get('type')})" for n in agent.get("nodes") or []]
+        return [*parts, ("nodes", nodes)]
+    spec = agent.get("agent") or {}
+    return [*parts, *((key, _names(spec.get(key))) for key in ("tools", "actors", "roles"))]
+
+
+def _names(items: Any) -> list[str]:
+    """Tools, actors or roles as names: inline ones by name, references by id."""
+    out = []
+    for item in items or []:
+        if isinstance(item, dict):
+            out.append(str(item.get("name") or item.get("id") or "?"))
+        else:
+            out.append(str(item))
+    return out
 
 
 @app.command()
-def versions(
-    ctx: typer.Context,
-    agent_id: Annotated[str, typer.Argument(metavar="ID", help="The agent id (agent.…).")],
-) -> None:
+def versions(ctx: typer.Context, agent: AgentArgument, as_json: JsonOption = False) -> None:
     """List an agent's versions (each create or change makes one)."""
     with reporting_errors():
-        found = client_from(ctx).agent_versions(agent_id)
-    rows = [[str(v.version), _when(v.created_at), v.created_by] for v in found]
+        found = client_from(ctx).agent_versions(agent)
+    if as_json:
+        echo_json([{"version": v.version, "created_at": v.created_at,
+                    "created_by": v.created_by} for v in found])  # fmt: skip
+        return
+    rows = [[str(v.version), when(v.created_at), v.created_by] for v in found]
     echo_table(["VERSION", "CREATED", "BY"], rows)
 
 
-def _when(unix_ms: int) -> str:
-    return datetime.fromtimestamp(unix_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
 @app.command()
-def delete(
-    ctx: typer.Context,
-    agent_id: Annotated[str, typer.Argument(metavar="ID", help="The agent id (agent.…).")],
-) -> None:
+def delete(ctx: typer.Context, agent: AgentArgument, as_json: JsonOption = False) -> None:
     """Delete an agent and its versions."""
     with reporting_errors():
-        client_from(ctx).delete_agent(agent_id)
-    typer.echo(f"deleted {agent_id}")
+        api = client_from(ctx)
+        found = resolve_agent(api, agent)
+        api.delete_agent(found["id"])
+    done(as_json, f"deleted {labelled(found)}", {"id": found["id"], "deleted": True})
 
 
 @app.command()
 def export(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(metavar="ID_OR_NAME", help="The agent's id or name.")],
+    agent: AgentArgument,
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", dir_okay=False, help="Write here (default: stdout)."),
@@ -151,13 +208,25 @@ def export(
         Literal["yaml", "json"] | None,
         typer.Option("--format", help="Default: json for a .json file, else yaml."),
     ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="For scripts: print the document as JSON, or with -o what was written.",
+        ),
+    ] = False,
 ) -> None:
     """Write an agent's document, which `dhub agents apply -f` takes back unchanged."""
+    from dhub.domain.yaml_docs import dump  # YAML as the API writes it; not for --help
+
     with reporting_errors():
         api = client_from(ctx)
-        agent = resolve_agent(api, ref)
-        doc = api.export_agent(str(agent["id"]))
-    chosen = format_ or ("json" if output and output.suffix.lower() == ".json" else "yaml")
+        found = resolve_agent(api, agent)
+        doc = api.export_agent(str(found["id"]))
+    if output is None:
+        chosen = "json" if as_json else format_ or "yaml"
+    else:
+        chosen = format_ or ("json" if output.suffix.lower() == ".json" else "yaml")
     text = json.dumps(doc, indent=2, ensure_ascii=False) + "\n" if chosen == "json" else dump(doc)
     if output is None:
         typer.echo(text, nl=False)
@@ -167,20 +236,27 @@ def export(
     except OSError as exc:
         typer.echo(f"Error: cannot write {output}: {exc.strerror}", err=True)
         raise typer.Exit(2) from None
-    typer.echo(f"exported {agent['name']} ({agent['id']}, version {agent['version']}) to {output}")
+    message = f"exported {found['name']} ({found['id']}, version {found['version']}) to {output}"
+    written = {"id": found["id"], "name": found["name"], "version": found["version"],
+               "file": str(output), "format": chosen}  # fmt: skip
+    done(as_json, message, written)
 
 
 @app.command()
-def validate(ctx: typer.Context, file: FileOption) -> None:
+def validate(ctx: typer.Context, file: FileOption, as_json: JsonOption = False) -> None:
     """Check a document without saving it: exit 0 when valid, else print each error, exit 1."""
     with reporting_errors():
         result = client_from(ctx).validate_agent(load_document(file))
-    if result.valid:
+    if as_json:
+        errors = [{"loc": e.loc, "message": e.message, "code": e.code} for e in result.errors]
+        echo_json({"valid": result.valid, "errors": errors})
+    elif result.valid:
         typer.echo(f"{file}: valid")
-        return
-    for error in result.errors:
-        typer.echo(error_line(error))
-    raise typer.Exit(1)
+    else:
+        for error in result.errors:
+            typer.echo(error_line(error))
+    if not result.valid:
+        raise typer.Exit(1)
 
 
 # share, unshare, grants, owners, mark, unmark

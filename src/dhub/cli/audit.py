@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dhub.cli._common import client_from, echo_json, echo_table, reporting_errors, when
+from dhub.cli._common import JsonOption, client_from, echo_json, echo_table, reporting_errors, when
 
 MAX_PAGE = 200  # the server's largest page
 
@@ -21,7 +21,7 @@ def audit(
         str | None, typer.Option(help="Only this action (e.g. user.create, token.revoke).")
     ] = None,
     limit: Annotated[int, typer.Option(min=1, help="Show at most this many entries.")] = 50,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the entries as JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Show the audit log, newest first (admins only)."""
     with reporting_errors():

@@ -16,26 +16,25 @@ comes after a ``[demo model: ...]`` line on stdout, which says how to configure 
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from dhub.cli._common import client_from, error_lines, reporting_errors, resolve_agent
-from dhub.cli._live import LiveView, TerminalHuman
+from dhub.cli._common import (
+    AgentArgument,
+    client_from,
+    error_lines,
+    reporting_errors,
+    resolve_agent,
+)
 from dhub.cli.runs import failure_line, hint_waiting, trace_of
 from dhub.cli.tasks import confirmation_request, input_request
-from dhub.client import (
-    Agent,
-    Client,
-    Conversation,
-    DhubClientError,
-    InvalidInput,
-    RunEvent,
-    Task,
-)
-from dhub.runtime.ports import PortError
+
+if TYPE_CHECKING:
+    from dhub.cli._live import TerminalHuman
+    from dhub.client import Agent, Client, Conversation, RunEvent, Task, Turn
 
 PROMPT = "you> "
 DEMO = "demo"  # usage.model of the demo model's answers
@@ -53,7 +52,7 @@ class _StopWaiting(Exception):
 
 def chat(
     ctx: typer.Context,
-    agent: Annotated[str, typer.Argument(metavar="AGENT", help="The agent's name or id.")],
+    agent: AgentArgument,
     conversation: Annotated[
         str | None,
         typer.Option(
@@ -67,6 +66,14 @@ def chat(
         bool,
         typer.Option("--quiet", "-q", help="Show only the conversation, not each node run."),
     ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="For scripts: print each turn as one line of JSON (conversation_id, run_id, "
+            "message, status, reply, error) instead of the transcript.",
+        ),
+    ] = False,
 ) -> None:
     """Chat with an agent: each line is a message, answered by one run of the agent.
 
@@ -77,13 +84,17 @@ def chat(
     with reporting_errors():
         api = client_from(ctx)
         found = resolve_agent(api, agent)
-        session = _session(api, found, conversation, quiet)
+        session = _session(api, found, conversation, quiet, as_json)
     session.run()
     if session.failed and not session.interactive:
         raise typer.Exit(1)
 
 
-def _session(api: Client, agent: Agent, conversation_id: str | None, quiet: bool) -> _Chat:
+def _session(
+    api: Client, agent: Agent, conversation_id: str | None, quiet: bool, as_json: bool
+) -> _Chat:
+    from dhub.client import DhubClientError
+
     if conversation_id is None:
         conversation = api.create_conversation(agent["id"])
     else:
@@ -93,15 +104,22 @@ def _session(api: Client, agent: Agent, conversation_id: str | None, quiet: bool
                 f"Conversation {conversation.id} is with agent {conversation.agent_id}, not "
                 f"{agent['name']} ({agent['id']})."
             )
-    return _Chat(api, agent, conversation, quiet)
+    return _Chat(api, agent, conversation, quiet, as_json)
 
 
 class _Chat:
-    def __init__(self, api: Client, agent: Agent, conversation: Conversation, quiet: bool) -> None:
+    def __init__(
+        self, api: Client, agent: Agent, conversation: Conversation, quiet: bool, as_json: bool
+    ) -> None:
+        from rich.console import Console
+
+        from dhub.cli._live import LiveView
+
         self.api = api
         self.agent = agent
         self.conversation = conversation
         self.interactive = sys.stdin.isatty()
+        self.as_json = as_json
         self.failed = False
         self.console = Console(stderr=True)
         self.view = None if quiet else LiveView(self.console)
@@ -119,7 +137,7 @@ class _Chat:
                 continue
             if text in LEAVE:
                 return
-            if not self.interactive:
+            if not self.interactive and not self.as_json:
                 typer.echo(PROMPT + text)  # so that stdout reads like the session
             if not self._turn(text) and not self.interactive:
                 return
@@ -132,6 +150,8 @@ class _Chat:
         self._note(f"Continue it later: dhub chat {agent['id']} --conversation {conversation.id}")
         if self.interactive:
             self._note("Leave with Ctrl-D or /exit; Ctrl-C stops waiting for a reply.", "dim")
+        if self.as_json:
+            return  # the history is `dhub runs`' and the API's to give, not a turn's line
         for message in conversation.messages:
             typer.echo(PROMPT + message.content if message.role == "user" else message.content)
 
@@ -150,6 +170,8 @@ class _Chat:
 
     def _turn(self, text: str) -> bool:
         """Send one message and show its turn; False when it did not succeed."""
+        from dhub.client import DhubClientError
+
         run_id: str | None = None
         self.demo_answered = False
         try:
@@ -157,7 +179,7 @@ class _Chat:
                 run_id = turn.run_id
                 for event in turn:
                     self._show(run_id, event)
-                done = turn.result()
+                finished = turn.result()
         except KeyboardInterrupt:
             self._stopped(run_id, None)
             return True
@@ -166,16 +188,33 @@ class _Chat:
             return True
         except DhubClientError as exc:
             return self._failed(error_lines(exc))
-        if done.run.status != "succeeded":
-            return self._failed([failure_line(done.run)])
-        if self.demo_answered:
-            typer.echo(self._demo_label())
-        typer.echo(done.reply if done.reply is not None else "")
+        if self.as_json:
+            self._echo_turn(text, finished)
+        if finished.run.status != "succeeded":
+            return self._failed([failure_line(finished.run)])
+        if not self.as_json:
+            if self.demo_answered:
+                typer.echo(self._demo_label())
+            typer.echo(finished.reply if finished.reply is not None else "")
         return True
+
+    def _echo_turn(self, text: str, turn: Turn) -> None:
+        line = {
+            "conversation_id": self.conversation.id,
+            "run_id": turn.run_id,
+            "message": text,
+            "status": turn.run.status,
+            "reply": turn.reply,
+            "demo_model": self.demo_answered,  # the reply is the demo model's, not an LLM's
+            "error": turn.run.error,
+        }
+        typer.echo(json.dumps(line, ensure_ascii=False))
 
     def _demo_label(self) -> str:
         """The line before a reply the demo model wrote (docs/providers.md): it says so, and
         how to configure a real model."""
+        from dhub.client import DhubClientError
+
         if self._configure is None:
             try:
                 how = self.api.resolve_provider(_provider_of(self.agent)).get("configure")
@@ -199,6 +238,10 @@ class _Chat:
         if task is None:
             hint_waiting(run_id, event)
             return
+        from dhub.cli._live import LiveView, TerminalHuman
+        from dhub.client import DhubClientError
+        from dhub.runtime.ports import PortError
+
         human = TerminalHuman(LiveView(self.console))
         try:
             if task.kind == "await_input":
@@ -216,6 +259,8 @@ class _Chat:
                 self._note(line, "yellow")
 
     def _answer(self, human: TerminalHuman, task: Task) -> None:
+        from dhub.client import InvalidInput
+
         request, problem = input_request(task), None
         while True:
             values = human.fill(request, problem)

@@ -7,7 +7,9 @@ from typing import Annotated
 import typer
 
 from dhub.cli._common import (
+    JsonOption,
     client_from,
+    done,
     echo_detail,
     echo_json,
     echo_table,
@@ -22,7 +24,6 @@ PrincipalArgument = Annotated[
     str,
     typer.Argument(metavar="PRINCIPAL", help="A user or group id, or public.all."),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 @app.command()
@@ -32,11 +33,12 @@ def create(
     display_name: Annotated[
         str | None, typer.Option(help="The name people see (default: NAME).")
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Create a group."""
     with reporting_errors():
         group = client_from(ctx).create_group(name, display_name or name)
-    typer.echo(f"created {group['id']}")
+    done(as_json, f"created {group['id']}", group)
 
 
 @app.command("list")
@@ -72,26 +74,35 @@ def get(ctx: typer.Context, group_id: GroupArgument, as_json: JsonOption = False
 
 
 @app.command("add-member")
-def add_member(ctx: typer.Context, group_id: GroupArgument, principal: PrincipalArgument) -> None:
+def add_member(
+    ctx: typer.Context,
+    group_id: GroupArgument,
+    principal: PrincipalArgument,
+    as_json: JsonOption = False,
+) -> None:
     """Add a user, a group or public.all to a group."""
     with reporting_errors():
-        client_from(ctx).add_member(group_id, principal)
-    typer.echo(f"added {principal} to {group_id}")
+        group = client_from(ctx).add_member(group_id, principal)
+    done(as_json, f"added {principal} to {group_id}", group)
 
 
 @app.command("remove-member")
 def remove_member(
-    ctx: typer.Context, group_id: GroupArgument, principal: PrincipalArgument
+    ctx: typer.Context,
+    group_id: GroupArgument,
+    principal: PrincipalArgument,
+    as_json: JsonOption = False,
 ) -> None:
     """Remove a direct member from a group."""
     with reporting_errors():
         client_from(ctx).remove_member(group_id, principal)
-    typer.echo(f"removed {principal} from {group_id}")
+    result = {"group_id": group_id, "principal_id": principal, "removed": True}
+    done(as_json, f"removed {principal} from {group_id}", result)
 
 
 @app.command()
-def delete(ctx: typer.Context, group_id: GroupArgument) -> None:
+def delete(ctx: typer.Context, group_id: GroupArgument, as_json: JsonOption = False) -> None:
     """Delete a group."""
     with reporting_errors():
         client_from(ctx).delete_group(group_id)
-    typer.echo(f"deleted {group_id}")
+    done(as_json, f"deleted {group_id}", {"id": group_id, "deleted": True})

@@ -1,7 +1,17 @@
-"""The ``dhub`` command line."""
+"""The ``dhub`` command line.
+
+Exit status, for every command: 0 it did what was asked; 1 it could not (the server said no,
+an agent name matched none or several, a run failed); 2 the command line or an input file is
+unusable; 130 interrupted (Ctrl-C; typer's own mapping of KeyboardInterrupt).
+
+Start-up is kept short: the command modules import only typer and rich at the top, and each
+command imports the SDK (httpx), YAML or the server's packages when it runs, so ``dhub
+--help`` loads none of them (tests/unit/test_cli_startup.py).
+"""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -149,4 +159,16 @@ def _settings(**kwargs: Any) -> Any:
 
 
 def main() -> None:
-    app()
+    """The ``dhub`` script. Commands report the SDK's errors themselves; one that escaped
+    would otherwise be a traceback, so it is said here, once, the same way."""
+    try:
+        app()
+    except Exception as exc:
+        from dhub.cli._common import error_lines
+        from dhub.client import DhubClientError
+
+        if not isinstance(exc, DhubClientError):
+            raise
+        for line in error_lines(exc):
+            typer.echo(line, err=True)
+        sys.exit(1)

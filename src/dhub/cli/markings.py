@@ -7,7 +7,9 @@ from typing import Annotated
 import typer
 
 from dhub.cli._common import (
+    JsonOption,
     client_from,
+    done,
     echo_detail,
     echo_json,
     echo_table,
@@ -24,7 +26,6 @@ PrincipalArgument = Annotated[
     str,
     typer.Argument(metavar="PRINCIPAL", help="A user or group id, or public.all."),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 @app.command()
@@ -32,11 +33,12 @@ def create(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Lowercase name; the id becomes marking.NAME.")],
     description: Annotated[str | None, typer.Option(help="What the marking protects.")] = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Create a marking (admins)."""
     with reporting_errors():
         marking = client_from(ctx).create_marking(name, description)
-    typer.echo(f"created {marking['id']}")
+    done(as_json, f"created {marking['id']}", marking)
 
 
 @app.command("list")
@@ -75,19 +77,26 @@ def get(ctx: typer.Context, marking_id: MarkingArgument, as_json: JsonOption = F
 
 @app.command("add-member")
 def add_member(
-    ctx: typer.Context, marking_id: MarkingArgument, principal: PrincipalArgument
+    ctx: typer.Context,
+    marking_id: MarkingArgument,
+    principal: PrincipalArgument,
+    as_json: JsonOption = False,
 ) -> None:
     """Let a user or group (or public.all) hold a marking."""
     with reporting_errors():
-        client_from(ctx).add_marking_member(marking_id, principal)
-    typer.echo(f"added {principal} to {marking_id}")
+        marking = client_from(ctx).add_marking_member(marking_id, principal)
+    done(as_json, f"added {principal} to {marking_id}", marking)
 
 
 @app.command("remove-member")
 def remove_member(
-    ctx: typer.Context, marking_id: MarkingArgument, principal: PrincipalArgument
+    ctx: typer.Context,
+    marking_id: MarkingArgument,
+    principal: PrincipalArgument,
+    as_json: JsonOption = False,
 ) -> None:
     """Take a marking away from a user or group."""
     with reporting_errors():
         client_from(ctx).remove_marking_member(marking_id, principal)
-    typer.echo(f"removed {principal} from {marking_id}")
+    result = {"marking_id": marking_id, "principal_id": principal, "removed": True}
+    done(as_json, f"removed {principal} from {marking_id}", result)

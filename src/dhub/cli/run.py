@@ -8,29 +8,18 @@ when interrupted.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from dhub.cli._common import DocumentError, load_document, reporting_errors
-from dhub.cli._live import LiveView, TerminalHuman
-from dhub.domain.errors import InvalidInput
-from dhub.domain.nodes import StartWorkflowNode
-from dhub.engine.compile import CompiledGraph, compile_document
-from dhub.engine.stepper import Stepper
-from dhub.engine.values import InputError
-from dhub.providers.config import ConfigError, ProvidersConfig
-from dhub.providers.registry import Providers
-from dhub.providers.testing import ScriptedModel
-from dhub.runtime.executor import RunResult, run_workflow
-from dhub.runtime.model import ProviderModel
-from dhub.runtime.ports import RealClock, SandboxFunctions
-from dhub.sandbox.runner import SandboxRunner, SandboxSettings
-from dhub.settings import Settings
+
+if TYPE_CHECKING:
+    from dhub.engine.compile import CompiledGraph
+    from dhub.runtime.executor import RunResult
+    from dhub.runtime.model import ProviderModel
 
 NO_PROVIDER_HINT = "To run it offline, pass --model-replies FILE: a JSON list of the replies."
 
@@ -69,8 +58,26 @@ def run_file(
             dir_okay=False,
         ),
     ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print the whole result as JSON (status, outputs, error), also when it fails.",
+        ),
+    ] = False,
 ) -> None:
     """Run a workflow agent from a file, live, and print its outputs as JSON."""
+    # Imported here, not at the top: `dhub --help` and the server commands need none of it.
+    import asyncio
+
+    from rich.console import Console
+
+    from dhub.cli._live import LiveView, TerminalHuman
+    from dhub.runtime.executor import run_workflow
+    from dhub.runtime.ports import RealClock, SandboxFunctions
+    from dhub.sandbox.runner import SandboxRunner, SandboxSettings
+    from dhub.settings import Settings
+
     with reporting_errors():
         graph = _compile(load_document(file), file)
         inputs = _inputs(graph, input_ or [], inputs_json)
@@ -104,10 +111,13 @@ def run_file(
         result = asyncio.run(run())
     except KeyboardInterrupt:
         _stop(["Cancelled."], 130)
-    _report(result)
+    _report(result, as_json)
 
 
 def _compile(doc: dict[str, Any], file: Path) -> CompiledGraph:
+    from dhub.domain.errors import InvalidInput
+    from dhub.engine.compile import compile_document
+
     try:
         return compile_document(doc)
     except InvalidInput as exc:
@@ -120,6 +130,10 @@ def _compile(doc: dict[str, Any], file: Path) -> CompiledGraph:
 
 
 def _inputs(graph: CompiledGraph, pairs: list[str], inputs_json: Path | None) -> dict[str, Any]:
+    from dhub.domain.nodes import StartWorkflowNode
+    from dhub.engine.stepper import Stepper
+    from dhub.engine.values import InputError
+
     inputs = _json_file(inputs_json, dict, "a JSON object") if inputs_json else {}
     start = graph.nodes[graph.start]
     assert isinstance(start, StartWorkflowNode)
@@ -156,6 +170,11 @@ def _json_file(path: Path, kind: type, what: str) -> Any:
 
 
 def _model(replies: Path | None) -> ProviderModel:
+    from dhub.providers.config import ConfigError, ProvidersConfig
+    from dhub.providers.registry import Providers
+    from dhub.providers.testing import ScriptedModel
+    from dhub.runtime.model import ProviderModel
+
     if replies is not None:
         providers = Providers()
         providers.answer_all(ScriptedModel(_json_file(replies, list, "a JSON list of replies")))
@@ -168,9 +187,13 @@ def _model(replies: Path | None) -> ProviderModel:
     return ProviderModel(providers)
 
 
-def _report(result: RunResult) -> None:
-    if result.status == "succeeded":
+def _report(result: RunResult, as_json: bool) -> None:
+    if as_json:
+        whole = {"status": result.status, "outputs": result.outputs, "error": result.error}
+        typer.echo(json.dumps(whole, indent=2, ensure_ascii=False))
+    elif result.status == "succeeded":
         typer.echo(json.dumps(result.outputs, indent=2, ensure_ascii=False))
+    if result.status == "succeeded":
         return
     error = result.error or {}
     where = f"node '{error['node_id']}' failed" if error.get("node_id") else "the run failed"

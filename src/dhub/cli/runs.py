@@ -9,22 +9,30 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
-from rich.console import Console
 
 from dhub.cli._common import (
+    AgentArgument,
     DocumentError,
+    JsonOption,
+    RunStatus,
+    agent_names,
     client_from,
+    done,
+    echo_detail,
     echo_json,
     echo_table,
+    labelled,
     reporting_errors,
+    resolve_agent,
     when,
 )
-from dhub.cli._live import LiveView
-from dhub.client import Client
-from dhub.client._models import Run, RunEvent, RunStatus
+
+if TYPE_CHECKING:
+    from dhub.cli._live import LiveView
+    from dhub.client import Agent, Client, Run, RunEvent
 
 app = typer.Typer(help="Start runs of agents on the server and watch them.", no_args_is_help=True)
 
@@ -34,7 +42,7 @@ RunId = Annotated[str, typer.Argument(metavar="ID", help="The run id (run.…)."
 @app.command()
 def start(
     ctx: typer.Context,
-    agent_id: Annotated[str, typer.Argument(metavar="AGENT", help="The agent id (agent.…).")],
+    agent: AgentArgument,
     input_: Annotated[
         list[str] | None,
         typer.Option(
@@ -65,64 +73,133 @@ def start(
         float | None,
         typer.Option(min=0, help="With --wait/--follow: give up after this many seconds."),
     ] = None,
+    as_json: JsonOption = False,
 ) -> None:
-    """Start a run; print it as JSON, or (--wait, --follow) its outputs when it ends."""
+    """Start a run and print its id (so `RUN=$(dhub runs start ...)` keeps it), or with
+    --wait/--follow its outputs as JSON when it ends; --json: the run itself."""
     with reporting_errors():
         api = client_from(ctx)
-        inputs = read_values(input_ or [], inputs_json, _text_inputs(api, agent_id))
-        run = api.start_run(agent_id, inputs, version=version)
+        found = resolve_agent(api, agent)
+        inputs = read_values(input_ or [], inputs_json, _text_inputs(found))
+        run = api.start_run(found["id"], inputs, version=version)
         if not (wait or follow):
-            echo_json(run.to_json())
+            _started(run, found, as_json)
             return
-        view = LiveView(Console(stderr=True)) if follow else None
         try:
-            done = _follow(api, run.id, view, timeout)
+            finished = _follow(api, run.id, _live_view() if follow else None, timeout)
         except TimeoutError as exc:
             _stop(f"Error: {exc} It goes on: see `dhub runs get {run.id}`.")
-    report(done)
+    report(finished, as_json)
+
+
+def _started(run: Run, agent: Agent, as_json: bool) -> None:
+    """The run's id alone on stdout, what it is on stderr (as ``tokens create`` does)."""
+    if as_json:
+        echo_json(run.to_json())
+        return
+    typer.echo(
+        f"Started {run.id} of {labelled(agent)}, version {run.agent_version} ({run.status}); "
+        f"follow it with `dhub runs events {run.id} --follow`.",
+        err=True,
+    )
+    typer.echo(run.id)
+
+
+def _live_view() -> LiveView:
+    from rich.console import Console
+
+    from dhub.cli._live import LiveView
+
+    return LiveView(Console(stderr=True))
 
 
 @app.command()
-def get(ctx: typer.Context, run_id: RunId) -> None:
-    """Print a run as JSON: status, inputs, outputs or error, and what it waits for."""
+def get(
+    ctx: typer.Context,
+    run_id: RunId,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait", help="Wait for the run to end first (and for whoever it waits for)."
+        ),
+    ] = False,
+    timeout: Annotated[
+        float | None, typer.Option(min=0, help="With --wait: give up after this many seconds.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show a run: its agent, status, inputs, outputs or error, and what it waits for."""
     with reporting_errors():
-        run = client_from(ctx).get_run(run_id)
-    echo_json(run.to_json())
+        api = client_from(ctx)
+        try:
+            run = api.wait_run(run_id, timeout) if wait else api.get_run(run_id)
+        except TimeoutError as exc:
+            _stop(f"Error: {exc} It goes on: see `dhub runs get {run_id}`.")
+        name = agent_names(api, [run.agent_id])[run.agent_id] if not as_json else ""
+    if as_json:
+        echo_json(run.to_json())
+        return
+    fields = [
+        ("id", run.id),
+        ("agent", f"{name} ({run.agent_id}), version {run.agent_version}"),
+        ("status", _status(run)),
+        ("user", run.user_id),
+        ("created", when(run.created_at)),
+        ("started", when(run.started_at)),
+        ("finished", when(run.finished_at)),
+        ("inputs", _compact(run.inputs)),
+    ]
+    if run.outputs is not None:
+        fields.append(("outputs", _compact(run.outputs)))
+    if run.error is not None:
+        fields.append(("error", failure_line(run).removeprefix("Error: ")))
+    echo_detail(fields, [])
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 @app.command("list")
 def list_(
     ctx: typer.Context,
     agent: Annotated[
-        str | None, typer.Option("--agent", help="Runs of this agent (default: your own).")
+        str | None,
+        typer.Option("--agent", help="Runs of this agent, by name or id (default: your own)."),
     ] = None,
     status: Annotated[RunStatus | None, typer.Option(help="Only runs in this state.")] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print the runs as a JSON array.")
-    ] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """List runs, newest first: an agent's (--agent), else the ones you started."""
     with reporting_errors():
-        runs = list(client_from(ctx).list_runs(agent_id=agent, status=status))
+        api = client_from(ctx)
+        agent_id = None if agent is None else resolve_agent(api, agent)["id"]
+        runs = list(api.list_runs(agent_id, status=status))
+        names = {} if as_json else agent_names(api, (r.agent_id for r in runs))
     if as_json:
         echo_json([r.to_json() for r in runs])
     elif not runs:
         typer.echo("No runs found.")
     else:
         echo_table(
-            ["ID", "AGENT", "VERSION", "STATUS", "STARTED", "FINISHED"], [_row(r) for r in runs]
+            ["ID", "AGENT", "VERSION", "STATUS", "STARTED", "FINISHED"],
+            [_row(r, names) for r in runs],
         )
 
 
-def _row(run: Run) -> list[str]:
+def _status(run: Run) -> str:
     status: str = run.status
     if run.waiting:  # say for what: input, confirmation, a timer...
         status += f" ({run.waiting.get('for')} at {run.waiting.get('node_id')})"
+    return status
+
+
+def _row(run: Run, names: dict[str, str]) -> list[str]:
     return [
         run.id,
-        run.agent_id,
+        names.get(run.agent_id, run.agent_id),
         str(run.agent_version),
-        status,
+        _status(run),
         when(run.started_at),
         when(run.finished_at),
     ]
@@ -154,15 +231,15 @@ def _line(event: RunEvent) -> str:
     data = json.dumps(event.data, ensure_ascii=False) if event.data else ""
     return "  ".join(
         [str(event.seq), when(event.created_at), event.type, event.node_id or "-", data]
-    )
+    ).rstrip()
 
 
 @app.command()
-def cancel(ctx: typer.Context, run_id: RunId) -> None:
+def cancel(ctx: typer.Context, run_id: RunId, as_json: JsonOption = False) -> None:
     """Cancel a run that has not finished."""
     with reporting_errors():
         run = client_from(ctx).cancel_run(run_id)
-    typer.echo(f"{run.status} {run.id}")
+    done(as_json, f"{run.status} {run.id}", run.to_json())
 
 
 # -- shared with `dhub tasks` and `dhub chat` --------------------------------------------------
@@ -198,9 +275,8 @@ def _json_object(path: Path) -> dict[str, Any]:
     return value
 
 
-def _text_inputs(api: Client, agent_id: str) -> set[str]:
+def _text_inputs(agent: Agent) -> set[str]:
     """The start variables the agent declares as strings (none for a react agent)."""
-    agent = api.get_agent(agent_id)
     for node in agent.get("nodes") or []:
         if node.get("type") == "start":
             variables = (node.get("config") or {}).get("variables") or []
@@ -239,12 +315,15 @@ def hint_waiting(run_id: str, event: RunEvent) -> None:
     typer.echo(f"Run {run_id} waits for {waiting_for} at '{node}': {hint}", err=True)
 
 
-def report(run: Run) -> None:
-    """The outputs of a succeeded run on stdout; else why it did not succeed, exit 1."""
-    if run.status == "succeeded":
+def report(run: Run, as_json: bool = False) -> None:
+    """The outputs of a succeeded run on stdout (``as_json``: the run); else why it did not
+    succeed, exit 1."""
+    if as_json:
+        echo_json(run.to_json())
+    elif run.status == "succeeded":
         echo_json(run.outputs or {})
-        return
-    _stop(failure_line(run))
+    if run.status != "succeeded":
+        _stop(failure_line(run))
 
 
 def failure_line(run: Run) -> str:

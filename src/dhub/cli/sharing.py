@@ -4,14 +4,25 @@ Registered on the ``dhub agents`` app by ``register``."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dhub.cli._common import client_from, echo_json, echo_table, reporting_errors
-from dhub.client import Agent, ShareScope
+from dhub.cli._common import (
+    AgentArgument,
+    JsonOption,
+    ShareScope,
+    client_from,
+    done,
+    echo_json,
+    echo_table,
+    labelled,
+    reporting_errors,
+    resolve_agent,
+)
 
-AgentArgument = Annotated[str, typer.Argument(metavar="AGENT", help="The agent id (agent.…).")]
+if TYPE_CHECKING:
+    from dhub.client import Agent
 PrincipalArgument = Annotated[
     str,
     typer.Argument(metavar="PRINCIPAL", help="A user or group id, or public.all."),
@@ -23,38 +34,48 @@ MarkingArgument = Annotated[
 
 def share(
     ctx: typer.Context,
-    agent_id: AgentArgument,
+    agent: AgentArgument,
     principal: PrincipalArgument,
     scope: Annotated[
         ShareScope,
         typer.Option(help="viewer: see it; runner: also run it; editor: also change it."),
     ] = "viewer",
+    as_json: JsonOption = False,
 ) -> None:
     """Share an agent with a user, group or public.all (replaces an earlier scope)."""
     with reporting_errors():
-        granted = client_from(ctx).grant(agent_id, principal, scope)
-    typer.echo(f"shared {agent_id} with {granted['principal_id']} as {granted['scope']}")
+        api = client_from(ctx)
+        found = resolve_agent(api, agent)
+        granted = api.grant(found["id"], principal, scope)
+    message = f"shared {labelled(found)} with {granted['principal_id']} as {granted['scope']}"
+    done(as_json, message, granted)
 
 
-def unshare(ctx: typer.Context, agent_id: AgentArgument, principal: PrincipalArgument) -> None:
+def unshare(
+    ctx: typer.Context,
+    agent: AgentArgument,
+    principal: PrincipalArgument,
+    as_json: JsonOption = False,
+) -> None:
     """Stop sharing an agent with a user, group or public.all."""
     with reporting_errors():
-        client_from(ctx).revoke_grant(agent_id, principal)
-    typer.echo(f"unshared {agent_id} from {principal}")
+        api = client_from(ctx)
+        found = resolve_agent(api, agent)
+        api.revoke_grant(found["id"], principal)
+    result = {"agent_id": found["id"], "principal_id": principal, "unshared": True}
+    done(as_json, f"unshared {labelled(found)} from {principal}", result)
 
 
-def grants(
-    ctx: typer.Context,
-    agent_id: AgentArgument,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the grants as JSON.")] = False,
-) -> None:
+def grants(ctx: typer.Context, agent: AgentArgument, as_json: JsonOption = False) -> None:
     """List who an agent is shared with, and how."""
     with reporting_errors():
-        found = client_from(ctx).list_grants(agent_id)
+        api = client_from(ctx)
+        found = resolve_agent(api, agent)
+        granted = api.list_grants(found["id"])
     if as_json:
-        echo_json(found)
-    elif not found:
-        typer.echo(f"{agent_id} is not shared with anyone.")
+        echo_json(granted)
+    elif not granted:
+        typer.echo(f"{labelled(found)} is not shared with anyone.")
     else:
         rows = [
             [
@@ -63,40 +84,54 @@ def grants(
                 str(g.get("display_name") or ""),
                 str(g.get("scope") or ""),
             ]
-            for g in found
+            for g in granted
         ]
         echo_table(["PRINCIPAL", "TYPE", "NAME", "SCOPE"], rows)
 
 
 def owners(
     ctx: typer.Context,
-    agent_id: AgentArgument,
+    agent: AgentArgument,
     principals: Annotated[
         list[str],
         typer.Argument(
             metavar="PRINCIPAL...", help="Every owner: user and group ids, or public.all."
         ),
     ],
+    as_json: JsonOption = False,
 ) -> None:
     """Make exactly these users and groups the agent's owners."""
     with reporting_errors():
-        agent = client_from(ctx).set_owners(agent_id, principals)
-    shown = [str(o["id"]) if isinstance(o, dict) else str(o) for o in agent.get("owners") or []]
-    typer.echo(f"owners of {agent_id}: {', '.join(shown or principals)}")
+        api = client_from(ctx)
+        changed = api.set_owners(resolve_agent(api, agent)["id"], principals)
+    shown = [str(o["id"]) if isinstance(o, dict) else str(o) for o in changed.get("owners") or []]
+    done(as_json, f"owners of {labelled(changed)}: {', '.join(shown or principals)}", changed)
 
 
-def mark(ctx: typer.Context, agent_id: AgentArgument, marking_id: MarkingArgument) -> None:
+def mark(
+    ctx: typer.Context,
+    agent: AgentArgument,
+    marking_id: MarkingArgument,
+    as_json: JsonOption = False,
+) -> None:
     """Add a marking to an agent: only holders of all its markings may see it."""
     with reporting_errors():
-        agent = client_from(ctx).mark_agent(agent_id, marking_id)
-    typer.echo(f"marked {agent_id}: {_markings(agent)}")
+        api = client_from(ctx)
+        changed = api.mark_agent(resolve_agent(api, agent)["id"], marking_id)
+    done(as_json, f"marked {labelled(changed)}: {_markings(changed)}", changed)
 
 
-def unmark(ctx: typer.Context, agent_id: AgentArgument, marking_id: MarkingArgument) -> None:
+def unmark(
+    ctx: typer.Context,
+    agent: AgentArgument,
+    marking_id: MarkingArgument,
+    as_json: JsonOption = False,
+) -> None:
     """Remove a marking from an agent."""
     with reporting_errors():
-        agent = client_from(ctx).unmark_agent(agent_id, marking_id)
-    typer.echo(f"unmarked {agent_id}: {_markings(agent)}")
+        api = client_from(ctx)
+        changed = api.unmark_agent(resolve_agent(api, agent)["id"], marking_id)
+    done(as_json, f"unmarked {labelled(changed)}: {_markings(changed)}", changed)
 
 
 def _markings(agent: Agent) -> str:

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from dhub.cli._common import client_from, echo_json, echo_table, reporting_errors, when
-from dhub.client import Token
+from dhub.cli._common import (
+    JsonOption,
+    client_from,
+    done,
+    echo_json,
+    echo_table,
+    reporting_errors,
+    when,
+)
+
+if TYPE_CHECKING:
+    from dhub.client import Token
 
 app = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
 
@@ -25,9 +35,10 @@ def expiry(days: int | None) -> datetime | None:
     return None if days is None else datetime.now(UTC) + timedelta(days=days)
 
 
-def echo_new_token(token: Token) -> None:
-    """The secret alone on stdout (so ``$(dhub tokens create ...)`` captures just it), and
-    what it is, with the warning that it is shown once, on stderr."""
+def echo_new_token(token: Token, as_json: bool = False) -> None:
+    """The secret alone on stdout (so ``$(dhub tokens create ...)`` captures just it), or
+    (``as_json``) the whole token with it; what it is, with the warning that it is shown
+    once, on stderr."""
     typer.echo(
         f"Created token {token['id']} ({token['name']}) for {token['user_id']}, "
         f"expires {when(token.get('expires_at'), 'never')}.",
@@ -36,7 +47,10 @@ def echo_new_token(token: Token) -> None:
     typer.echo(
         "This secret is shown only once and cannot be retrieved again; store it now:", err=True
     )
-    typer.echo(token["token"])
+    if as_json:
+        echo_json(token)
+    else:
+        typer.echo(token["token"])
 
 
 def status(token: Token, now_ms: int) -> str:
@@ -49,11 +63,16 @@ def status(token: Token, now_ms: int) -> str:
 
 
 @app.command()
-def create(ctx: typer.Context, name: NameOption, expires_in_days: ExpiresOption = None) -> None:
+def create(
+    ctx: typer.Context,
+    name: NameOption,
+    expires_in_days: ExpiresOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Create a token for yourself and print its secret (shown once)."""
     with reporting_errors():
         token = client_from(ctx).create_token(name, expires_at=expiry(expires_in_days))
-    echo_new_token(token)
+    echo_new_token(token, as_json)
 
 
 @app.command("list")
@@ -62,7 +81,7 @@ def list_(
     user: Annotated[
         str | None, typer.Option("--user", help="Another user's tokens (admins only).")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the tokens as JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """List tokens (never their secrets)."""
     with reporting_errors():
@@ -92,8 +111,9 @@ def list_(
 def revoke(
     ctx: typer.Context,
     token_id: Annotated[str, typer.Argument(metavar="ID", help="The token id (token.…).")],
+    as_json: JsonOption = False,
 ) -> None:
     """Revoke a token: it stops working at once."""
     with reporting_errors():
         client_from(ctx).revoke_token(token_id)
-    typer.echo(f"revoked {token_id}")
+    done(as_json, f"revoked {token_id}", {"id": token_id, "revoked": True})

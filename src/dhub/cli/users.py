@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from dhub.cli._common import (
+    JsonOption,
     client_from,
+    done,
     echo_detail,
     echo_json,
     echo_table,
@@ -15,12 +17,13 @@ from dhub.cli._common import (
     when,
 )
 from dhub.cli.tokens import ExpiresOption, NameOption, echo_new_token, expiry
-from dhub.client import User
+
+if TYPE_CHECKING:
+    from dhub.client import User
 
 app = typer.Typer(help="Create, inspect and delete users (admins).", no_args_is_help=True)
 
 UserArgument = Annotated[str, typer.Argument(metavar="ID", help="The user id (user.…).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
 def me(ctx: typer.Context, as_json: JsonOption = False) -> None:
@@ -54,11 +57,12 @@ def create(
     ] = None,
     email: Annotated[str | None, typer.Option(help="Email address.")] = None,
     admin: Annotated[bool, typer.Option("--admin", help="Make the user an admin.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Create a user. Give it a token with `dhub users token`."""
     with reporting_errors():
         user = client_from(ctx).create_user(name, display_name or name, email=email, is_admin=admin)
-    typer.echo(f"created {user['id']}")
+    done(as_json, f"created {user['id']}", user)
 
 
 @app.command("list")
@@ -94,11 +98,11 @@ def get(ctx: typer.Context, user_id: UserArgument, as_json: JsonOption = False) 
 
 
 @app.command()
-def delete(ctx: typer.Context, user_id: UserArgument) -> None:
+def delete(ctx: typer.Context, user_id: UserArgument, as_json: JsonOption = False) -> None:
     """Delete a user (its tokens stop working)."""
     with reporting_errors():
         client_from(ctx).delete_user(user_id)
-    typer.echo(f"deleted {user_id}")
+    done(as_json, f"deleted {user_id}", {"id": user_id, "deleted": True})
 
 
 @app.command()
@@ -107,8 +111,9 @@ def token(
     user_id: UserArgument,
     name: NameOption,
     expires_in_days: ExpiresOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Issue an API token for a user and print its secret (shown once)."""
     with reporting_errors():
         issued = client_from(ctx).issue_token(user_id, name, expires_at=expiry(expires_in_days))
-    echo_new_token(issued)
+    echo_new_token(issued, as_json)

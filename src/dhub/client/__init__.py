@@ -6,6 +6,7 @@
         created = dhub.create_agent(doc)
         for agent in dhub.iter_agents(tags=["demo"]):
             print(agent["id"], agent["name"])
+        run = dhub.start_run("ticket-triage", {"ticket": "Checkout fails"})  # a name or an id
 
 Everything public is listed in ``__all__`` (pinned by tests/unit/test_client_surface.py); the
 underscore modules behind it may change without notice.
@@ -15,6 +16,7 @@ from dhub.client._client import Client
 from dhub.client._config import DEFAULT_URL
 from dhub.client._conversations import TurnStream
 from dhub.client._exceptions import (
+    AmbiguousName,
     ConfigurationError,
     Conflict,
     DhubAPIError,
@@ -25,6 +27,7 @@ from dhub.client._exceptions import (
     NotFound,
     ServerUnreachable,
     Unauthenticated,
+    UnknownName,
 )
 from dhub.client._models import (
     Agent,
@@ -56,6 +59,7 @@ __all__ = [
     "Agent",
     "AgentPage",
     "AgentVersion",
+    "AmbiguousName",
     "ApplyAction",
     "ApplyResult",
     "AuditEntry",
@@ -85,6 +89,7 @@ __all__ = [
     "Turn",
     "TurnStream",
     "Unauthenticated",
+    "UnknownName",
     "User",
     "ValidationResult",
 ]

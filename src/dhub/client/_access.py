@@ -36,6 +36,8 @@ class AccessMixin:
 
         def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response: ...
 
+        def _agent_path(self, agent: str) -> str: ...
+
     # -- me and users ------------------------------------------------------------------------
 
     def me(self) -> User:
@@ -184,42 +186,43 @@ class AccessMixin:
         )  # fmt: skip
 
     # -- sharing agents ----------------------------------------------------------------------
+    # ``agent`` is the agent's id or its name (``Client.resolve_agent`` says how names resolve).
 
-    def list_grants(self, agent_id: str) -> list[Grant]:
+    def list_grants(self, agent: str) -> list[Grant]:
         """Who the agent is shared with: ``principal_id`` and ``scope`` each."""
-        return _data(self._object("GET", f"/agents/{segment(agent_id)}/grants"))
+        return _data(self._object("GET", f"{self._agent_path(agent)}/grants"))
 
-    def grant(self, agent_id: str, principal_id: str, scope: ShareScope) -> Grant:
+    def grant(self, agent: str, principal_id: str, scope: ShareScope) -> Grant:
         """Share the agent with a user, group or ``public.all`` (replacing an earlier scope);
         returns the grant (``principal_id``, ``type``, ``display_name``, ``scope``)."""
         return self._object(
             "POST",
-            f"/agents/{segment(agent_id)}/grants",
+            f"{self._agent_path(agent)}/grants",
             json={"principal_id": principal_id, "scope": scope},
         )
 
-    def revoke_grant(self, agent_id: str, principal_id: str) -> None:
-        self._request("DELETE", f"/agents/{segment(agent_id)}/grants/{segment(principal_id)}")
+    def revoke_grant(self, agent: str, principal_id: str) -> None:
+        self._request("DELETE", f"{self._agent_path(agent)}/grants/{segment(principal_id)}")
 
-    def set_owners(self, agent_id: str, owners: Sequence[str]) -> Agent:
+    def set_owners(self, agent: str, owners: Sequence[str]) -> Agent:
         """Make exactly these users and groups the agent's owners."""
         return self._object(
             "PATCH",
-            f"/agents/{segment(agent_id)}",
+            self._agent_path(agent),
             json={"owners": list(owners)},
             headers={"Content-Type": "application/merge-patch+json"},
         )
 
-    def mark_agent(self, agent_id: str, marking_id: str) -> Agent:
+    def mark_agent(self, agent: str, marking_id: str) -> Agent:
         """Add a marking (only holders of every marking on an agent may see it); returns the
         agent."""
         return self._object(
-            "POST", f"/agents/{segment(agent_id)}/markings", json={"marking_id": marking_id}
+            "POST", f"{self._agent_path(agent)}/markings", json={"marking_id": marking_id}
         )
 
-    def unmark_agent(self, agent_id: str, marking_id: str) -> Agent:
+    def unmark_agent(self, agent: str, marking_id: str) -> Agent:
         """Remove a marking; returns the agent."""
-        return self._object("DELETE", f"/agents/{segment(agent_id)}/markings/{segment(marking_id)}")
+        return self._object("DELETE", f"{self._agent_path(agent)}/markings/{segment(marking_id)}")
 
 
 def _data(body: dict[str, Any]) -> list[dict[str, Any]]:

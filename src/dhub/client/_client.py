@@ -22,6 +22,7 @@ from dhub.client._exceptions import (
     error_from_response,
 )
 from dhub.client._models import Agent, AgentPage, AgentVersion, ApplyResult, ValidationResult
+from dhub.client._names import is_id, pick
 from dhub.client._paths import follow, query, segment
 from dhub.client._runs import RunsMixin
 
@@ -95,25 +96,49 @@ class Client(AccessMixin, RunsMixin, ConversationsMixin):
     def create_agent(self, doc: Mapping[str, Any]) -> Agent:
         return self._object("POST", "/agents", json=dict(doc))
 
-    def get_agent(self, agent_id: str) -> Agent:
-        return self._object("GET", f"/agents/{segment(agent_id)}")
+    def get_agent(self, agent: str) -> Agent:
+        """The agent ``agent`` names: its id (``agent.…``) or its name (see ``resolve_agent``)."""
+        if is_id("agent", agent):
+            return self._object("GET", f"/agents/{segment(agent)}")
+        return self.resolve_agent(agent)
 
-    def update_agent(self, agent_id: str, patch: Mapping[str, Any]) -> Agent:
+    def update_agent(self, agent: str, patch: Mapping[str, Any]) -> Agent:
         """Apply an RFC 7396 merge patch: keys set to ``None`` are removed (reset to default)."""
         return self._object(
             "PATCH",
-            f"/agents/{segment(agent_id)}",
+            self._agent_path(agent),
             json=dict(patch),
             headers={"Content-Type": "application/merge-patch+json"},
         )
 
-    def delete_agent(self, agent_id: str) -> None:
-        self._request("DELETE", f"/agents/{segment(agent_id)}")
+    def delete_agent(self, agent: str) -> None:
+        self._request("DELETE", self._agent_path(agent))
+
+    def resolve_agent(self, agent: str) -> Agent:
+        """The agent ``agent`` stands for. A string shaped like an id (``agent.<ulid>``) is an
+        id; anything else is a name, matched exactly among the agents the caller can see:
+        none is ``UnknownName`` (a ``NotFound``), several (in different folders) is
+        ``AmbiguousName``, whose ``matches`` are the candidates.
+
+        Every method that takes an agent accepts either; those that only need its id look a
+        name up here once per call (an id costs no extra request)."""
+        if is_id("agent", agent):
+            return self.get_agent(agent)
+        return pick("agent", agent, self.iter_agents(name=agent))
+
+    def _agent_id(self, agent: str) -> str:
+        """The id of the agent ``agent`` stands for (an id or a name)."""
+        return agent if is_id("agent", agent) else str(self.resolve_agent(agent)["id"])
+
+    def _agent_path(self, agent: str) -> str:
+        """``/agents/<id>`` of the agent ``agent`` stands for (an id or a name)."""
+        return f"/agents/{segment(self._agent_id(agent))}"
 
     def list_agents(
         self,
         *,
         q: str | None = None,
+        name: str | None = None,
         tags: Sequence[str] | None = None,
         collection_id: str | None = None,
         folder_id: str | None = None,
@@ -123,9 +148,11 @@ class Client(AccessMixin, RunsMixin, ConversationsMixin):
         limit: int | None = None,
         cursor: str | None = None,
     ) -> AgentPage:
-        """One page of the agents the caller can see, in creation order."""
+        """One page of the agents the caller can see, in creation order. ``q`` is a substring
+        of the name, alias or description; ``name`` is exactly the name."""
         params = query(
             q=q,
+            name=name,
             tags=list(tags) if tags else None,
             collection_id=collection_id,
             folder_id=folder_id,
@@ -142,6 +169,7 @@ class Client(AccessMixin, RunsMixin, ConversationsMixin):
         self,
         *,
         q: str | None = None,
+        name: str | None = None,
         tags: Sequence[str] | None = None,
         collection_id: str | None = None,
         folder_id: str | None = None,
@@ -154,6 +182,7 @@ class Client(AccessMixin, RunsMixin, ConversationsMixin):
         return follow(
             lambda cursor: self.list_agents(
                 q=q,
+                name=name,
                 tags=tags,
                 collection_id=collection_id,
                 folder_id=folder_id,
@@ -171,29 +200,30 @@ class Client(AccessMixin, RunsMixin, ConversationsMixin):
         errors = [FieldError.from_json(e) for e in body.get("errors", [])]
         return ValidationResult(valid=bool(body["valid"]), errors=errors)
 
-    def agent_versions(self, agent_id: str) -> list[AgentVersion]:
-        body = self._object("GET", f"/agents/{segment(agent_id)}/versions")
+    def agent_versions(self, agent: str) -> list[AgentVersion]:
+        """The agent's versions, newest first (``agent``: an id or a name)."""
+        body = self._object("GET", f"{self._agent_path(agent)}/versions")
         return [
             AgentVersion(int(v["version"]), int(v["created_at"]), str(v["created_by"]))
             for v in body["data"]
         ]
 
-    def agent_version(self, agent_id: str, version: int) -> Agent:
+    def agent_version(self, agent: str, version: int) -> Agent:
         """The agent as it was at ``version`` (1 is the document it was created with)."""
-        return self._object("GET", f"/agents/{segment(agent_id)}/versions/{int(version)}")
+        path = f"{self._agent_path(agent)}/versions/{int(version)}"
+        return self._object("GET", path)
 
-    def export_agent(self, agent_id: str) -> dict[str, Any]:
+    def export_agent(self, agent: str) -> dict[str, Any]:
         """The agent's document as ``apply_agent`` takes it back unchanged: what a GET returns
         without the server's envelope (id, version, owners, ...) and markings (only the
-        marking endpoints change those)."""
-        agent = self.get_agent(agent_id)
-        return {k: v for k, v in agent.items() if k not in READ_ONLY_FIELDS}
+        marking endpoints change those). ``agent``: its id or its name."""
+        found = self.get_agent(agent)
+        return {k: v for k, v in found.items() if k not in READ_ONLY_FIELDS}
 
     def find_agent_by_name(self, name: str, folder_id: str | None = None) -> Agent | None:
         """The agent named exactly ``name`` in ``folder_id`` (None: the top level), if any."""
-        # The server's `q` is a substring search over name, alias and description, and an
-        # absent folder_id means "any folder", so both are narrowed down here.
-        for agent in self.iter_agents(q=name, folder_id=folder_id):
+        # An absent folder_id means "any folder" to the server: the top level is picked here.
+        for agent in self.iter_agents(name=name, folder_id=folder_id):
             if agent.get("name") == name and (agent.get("folder_id") or None) == (
                 folder_id or None
             ):

@@ -38,16 +38,19 @@ class ConversationsMixin:
 
         def _object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]: ...
 
+        def _agent_path(self, agent: str) -> str: ...
+
         def stream_run_events(
             self, run_id: str, after: int = 0, timeout: float | None = None
         ) -> Generator[RunEvent, None, None]: ...
 
         def get_run(self, run_id: str) -> Run: ...
 
-    def create_conversation(self, agent_id: str) -> Conversation:
-        """A new conversation with a chat agent (``runner`` scope on it), its variables at
-        their defaults. An agent whose input mode is ``event`` gives ``InvalidInput``."""
-        body = self._object("POST", f"/agents/{segment(agent_id)}/conversations")
+    def create_conversation(self, agent: str) -> Conversation:
+        """A new conversation with a chat agent (its id or its name; ``runner`` scope on it),
+        its variables at their defaults. An agent whose input mode is ``event`` gives
+        ``InvalidInput``."""
+        body = self._object("POST", f"{self._agent_path(agent)}/conversations")
         return Conversation.from_json(body)
 
     def get_conversation(self, conversation_id: str) -> Conversation:

@@ -5,10 +5,12 @@ Exception hierarchy::
     DhubClientError
     ├── ConfigurationError        no server URL or token could be resolved
     ├── ServerUnreachable         the request never got an HTTP response
+    ├── AmbiguousName             a name given for an id stands for several resources
     └── DhubAPIError              the server answered with an error status
         ├── Unauthenticated       401
         ├── Forbidden             403
         ├── NotFound              404
+        │   └── UnknownName       no resource the caller can see has the name given for an id
         ├── Conflict              409
         └── InvalidInput          422 (``errors`` says which fields and why)
 
@@ -18,10 +20,12 @@ those who handle one case (say, a missing agent) catch its subclass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,43 @@ class Forbidden(DhubAPIError):
 
 class NotFound(DhubAPIError):
     """404: no such resource, or the caller may not see it."""
+
+
+class UnknownName(NotFound):
+    """A name was given where an id goes, and no resource of that category the caller can see
+    has it (a resource the caller may not see is not named either: the same 404)."""
+
+    def __init__(self, category: str, name: str) -> None:
+        lister = "Client.iter_agents()" if category == "agent" else f"GET /api/v1/{category}s"
+        super().__init__(
+            f"No {category} named '{name}' that you can see; {lister} lists the ones you can.",
+            status_code=404,
+        )
+        self.category = category
+        self.name = name
+
+    def __str__(self) -> str:
+        return self.detail  # no "(HTTP 404)": no request answered 404, a lookup found nothing
+
+
+class AmbiguousName(DhubClientError):
+    """A name was given where an id goes, and several resources the caller can see have it
+    (names are unique per folder only). ``matches`` holds them; pass one's id instead."""
+
+    def __init__(self, category: str, name: str, matches: Sequence[dict[str, Any]]) -> None:
+        where = ", ".join(f"{m.get('id')} ({_folder(m)})" for m in matches)
+        super().__init__(
+            f"{len(matches)} {category}s you can see are named '{name}': {where}; "
+            "give the id of the one you mean."
+        )
+        self.category = category
+        self.name = name
+        self.matches = list(matches)
+
+
+def _folder(resource: dict[str, Any]) -> str:
+    folder = resource.get("folder_id")
+    return f"folder {folder}" if folder else "top level"
 
 
 class Conflict(DhubAPIError):

@@ -37,17 +37,21 @@ class RunsMixin:
 
         def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response: ...
 
+        def _agent_id(self, agent: str) -> str: ...
+
+        def _agent_path(self, agent: str) -> str: ...
+
     # -- runs --------------------------------------------------------------------------------
 
-    def start_run(
-        self, agent_id: str, inputs: Mapping[str, Any], version: int | None = None
-    ) -> Run:
-        """Start a run of the agent's latest version (or ``version``); it executes on the
-        server in the background, so the run comes back ``queued``."""
+    def start_run(self, agent: str, inputs: Mapping[str, Any], version: int | None = None) -> Run:
+        """Start a run of the agent's latest version (or ``version``); ``agent`` is its id or
+        its name. It executes on the server in the background, so the run comes back
+        ``queued``."""
         body: dict[str, Any] = {"inputs": dict(inputs)}
         if version is not None:
             body["version"] = int(version)
-        return Run.from_json(self._object("POST", f"/agents/{segment(agent_id)}/runs", json=body))
+        path = f"{self._agent_path(agent)}/runs"
+        return Run.from_json(self._object("POST", path, json=body))
 
     def get_run(self, run_id: str) -> Run:
         return Run.from_json(self._object("GET", f"/runs/{segment(run_id)}"))
@@ -55,13 +59,14 @@ class RunsMixin:
     def runs_page(
         self,
         *,
-        agent_id: str | None = None,
+        agent: str | None = None,
         status: RunStatus | None = None,
         limit: int | None = None,
         cursor: str | None = None,
     ) -> RunPage:
-        """One page of runs, newest first: the agent's (``agent_id``), else the caller's own
-        (admins: everyone's)."""
+        """One page of runs, newest first: the agent's (``agent``, an id or a name), else the
+        caller's own (admins: everyone's)."""
+        agent_id = None if agent is None else self._agent_id(agent)
         params = query(agent_id=agent_id, status=status, limit=limit, cursor=cursor)
         body = self._object("GET", "/runs", params=params)
         runs = [Run.from_json(r) for r in body.get("data") or []]
@@ -69,15 +74,17 @@ class RunsMixin:
 
     def list_runs(
         self,
-        agent_id: str | None = None,
+        agent: str | None = None,
         status: RunStatus | None = None,
         *,
         page_size: int | None = None,
     ) -> Iterator[Run]:
-        """Every matching run, newest first, fetching pages lazily."""
+        """Every matching run, newest first, fetching pages lazily (``agent``: an id or a
+        name, looked up once)."""
+        agent_id = None if agent is None else self._agent_id(agent)
         return follow(
             lambda cursor: self.runs_page(
-                agent_id=agent_id, status=status, limit=page_size, cursor=cursor
+                agent=agent_id, status=status, limit=page_size, cursor=cursor
             )
         )
 

@@ -66,6 +66,7 @@ class AgentRow:
 @dataclass(frozen=True, slots=True)
 class AgentFilter:
     q: str | None = None
+    name: str | None = None
     tags: tuple[str, ...] = ()
     collection_id: str | None = None
     folder_id: str | None = None
@@ -235,7 +236,7 @@ class Visibility:
         return cls(principals=(), restricted=False, held_markings=None)
 
 
-_EQUALITY_FILTERS = ("collection_id", "folder_id", "mode", "input_mode", "type")
+_EQUALITY_FILTERS = ("name", "collection_id", "folder_id", "mode", "input_mode", "type")
 
 
 @dataclass(frozen=True, slots=True)

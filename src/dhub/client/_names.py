@@ -1,0 +1,34 @@
+"""Names wherever ids go: which string is an id, and which resource a name stands for.
+
+An id is what the server makes, ``<category>.<ulid>`` (``agent.01m8pq9je70y0jz9n1k7fmy8v2``);
+any other string is a name, looked up exactly among the resources the caller can see. Names
+are unique per folder only, so one name may stand for several resources: that is an error
+naming each, never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from dhub.client._exceptions import AmbiguousName, UnknownName
+
+# Crockford base32, lowercase, as dhub.domain.ids makes them (copied: no server imports here).
+_ULID = "[0-9abcdefghjkmnpqrstvwxyz]{26}"
+
+
+def is_id(category: str, ref: str) -> bool:
+    """Whether ``ref`` has the shape of an id of this category (then it is never a name)."""
+    return re.fullmatch(f"{re.escape(category)}\\.{_ULID}", ref) is not None
+
+
+def pick(category: str, name: str, found: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The one resource named exactly ``name`` among ``found`` (a listing filtered by name).
+    None: ``UnknownName``; several (in different folders): ``AmbiguousName``."""
+    named = [r for r in found if r.get("name") == name]
+    if len(named) == 1:
+        return named[0]
+    if not named:
+        raise UnknownName(category, name)
+    raise AmbiguousName(category, name, named)

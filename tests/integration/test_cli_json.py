@@ -1,0 +1,186 @@
+"""``--json`` on every command: each one, run against a real app (SQLite and PostgreSQL)
+with ``--json``, prints JSON on stdout (the API's objects), and the walk covers every command
+of the typer app, so a new command without ``--json`` fails here."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner, Result
+
+from dhub.cli.main import app
+from dhub.client import Client
+from tests.conftest import ADMIN_TOKEN, FIXTURES
+from tests.integration.test_conversations_api import ECHO
+from tests.integration.test_runs_api import REFUND
+from tests.support.cli import commands
+
+TRIAGE = FIXTURES / "valid" / "workflow_triage.json"
+URGENT = ("--input", "ticket=Total outage since 9am", "--input", "customer=acme")
+# Long-running processes with logs, not answers: nothing for a script to parse.
+WITHOUT_JSON = {"serve", "worker"}
+GREETING = {  # runs here, with `dhub run`, needing neither a model nor the sandbox
+    "name": "greeting", "description": "", "mode": "workflow", "input_mode": "event",
+    "nodes": [
+        {"id": "start", "type": "start", "config": {"variables": [
+            {"name": "who", "type": "string"}]}},
+        {"id": "say", "type": "template", "config": {"template": "hello {{ who }}"}},
+        {"id": "end", "type": "end", "config": {"outputs": [
+            {"name": "text", "type": "string", "value": "{{ text }}"}]}},
+    ],
+    "edges": [{"source": "start", "target": "say"}, {"source": "say", "target": "end"}],
+}  # fmt: skip
+
+
+def test_every_command_has_a_json_option() -> None:
+    lacking = [path for path, command in commands()
+               if path not in WITHOUT_JSON
+               and not any("--json" in p.opts for p in command.params)]  # fmt: skip
+    assert lacking == []
+
+
+class Cli:
+    """Runs ``dhub ... --json`` and keeps which commands it ran."""
+
+    def __init__(self, api: Client) -> None:
+        self.api = api
+        self.runner = CliRunner()
+        self.ran: set[str] = set()
+        self.paths = {path for path, _ in commands()}
+
+    def __call__(self, *args: str | Path, input: str = "", lines: bool = False) -> Any:
+        argv = [str(a) for a in args]
+        self.ran.add(next(" ".join(argv[:n]) for n in (2, 1) if " ".join(argv[:n]) in self.paths))
+        result: Result = self.runner.invoke(app, [*argv, "--json"], obj=self.api, input=input)
+        assert result.exit_code == 0, (argv, result.output)
+        if lines:  # one JSON value a line: events, chat turns
+            return [json.loads(line) for line in result.stdout.splitlines()]
+        return json.loads(result.stdout)
+
+
+@pytest.fixture
+def api(client: TestClient) -> Client:
+    return Client(str(client.base_url), ADMIN_TOKEN, http=client)
+
+
+def test_every_command_prints_json(api: Client, tmp_path: Path) -> None:
+    cli = Cli(api)
+    agents(cli, api, tmp_path)
+    identities(cli, api)
+    sharing(cli, api)
+    runs(cli, api, tmp_path)
+    removals(cli, api)
+    assert cli.ran == cli.paths - WITHOUT_JSON
+
+
+def agents(cli: Cli, api: Client, tmp_path: Path) -> None:
+    applied = cli("agents", "apply", "-f", TRIAGE)
+    assert applied["action"] == "created"
+    assert applied["agent"] == api.get_agent(applied["agent"]["id"])
+    assert cli("agents", "validate", "-f", TRIAGE) == {"valid": True, "errors": []}
+    assert cli("agents", "list") == list(api.iter_agents())
+    assert cli("agents", "get", "ticket-triage") == applied["agent"]
+    exported = cli("agents", "export", "ticket-triage")
+    assert exported == api.export_agent("ticket-triage") and "id" not in exported
+    written = cli("agents", "export", "ticket-triage", "-o", tmp_path / "triage.yaml")
+    assert (written["file"], written["format"]) == (str(tmp_path / "triage.yaml"), "yaml")
+    [version] = cli("agents", "versions", "ticket-triage")
+    assert version["version"] == 1 and version["created_by"] == "user.admin"
+
+
+def identities(cli: Cli, api: Client) -> None:
+    assert cli("users", "create", "alice") == api.get_user("user.alice")
+    assert cli("users", "list") == api.list_users()
+    assert cli("users", "get", "user.alice")["id"] == "user.alice"
+    issued = cli("users", "token", "user.alice", "--name", "laptop")
+    assert issued["user_id"] == "user.alice" and issued["token"]
+    assert cli("groups", "create", "eng")["id"] == "group.eng"
+    assert cli("groups", "add-member", "group.eng", "user.alice")["members"] == ["user.alice"]
+    assert cli("groups", "get", "group.eng") == api.get_group("group.eng")
+    assert cli("groups", "list") == api.list_groups()
+    assert cli("markings", "create", "pii")["id"] == "marking.pii"
+    assert "user.admin" in cli("markings", "add-member", "marking.pii", "user.admin")["members"]
+    assert cli("markings", "get", "marking.pii") == api.get_marking("marking.pii")
+    assert cli("markings", "list") == api.list_markings()
+    mine = cli("tokens", "create", "--name", "ci")
+    assert [t["id"] for t in cli("tokens", "list")] == [t["id"] for t in api.list_tokens()]
+    assert cli("tokens", "revoke", mine["id"]) == {"id": mine["id"], "revoked": True}
+    assert cli("me")["id"] == "user.admin"
+    assert cli("audit", "--limit", "3") == list(api.iter_audit())[:3]
+
+
+def sharing(cli: Cli, api: Client) -> None:
+    agent_id = api.get_agent("ticket-triage")["id"]
+    granted = cli("agents", "share", "ticket-triage", "group.eng", "--scope", "runner")
+    assert (granted["principal_id"], granted["scope"]) == ("group.eng", "runner")
+    assert cli("agents", "grants", "ticket-triage") == api.list_grants(agent_id)
+    assert cli("agents", "unshare", "ticket-triage", "group.eng") == {
+        "agent_id": agent_id, "principal_id": "group.eng", "unshared": True}  # fmt: skip
+    owned = cli("agents", "owners", "ticket-triage", "user.admin")
+    assert owned == api.get_agent(agent_id)
+    assert cli("agents", "mark", "ticket-triage", "marking.pii")["markings"] == ["marking.pii"]
+    assert cli("agents", "unmark", "ticket-triage", "marking.pii")["markings"] == []
+
+
+def runs(cli: Cli, api: Client, tmp_path: Path) -> None:
+    started = cli("runs", "start", "ticket-triage", *URGENT)
+    run_id = started["id"]
+    assert started["status"] == "queued"
+    waiting = until(api, run_id, "waiting")
+    assert cli("runs", "get", run_id) == waiting.to_json()
+    assert [r["id"] for r in cli("runs", "list")] == [run_id]
+    [task] = cli("tasks", "list")
+    assert (task["run_id"], task["node_id"]) == (run_id, "approve")
+    assert cli("tasks", "answer", run_id, "approve", "--value", "escalate=true") == {
+        "run_id": run_id, "node_id": "approve", "answered": True}  # fmt: skip
+    until(api, run_id, "succeeded")
+    events = cli("runs", "events", run_id, lines=True)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    finished = cli("runs", "start", "ticket-triage", "--input", "ticket=Hi", "--wait")
+    assert finished["status"] == "succeeded" and finished["outputs"]["category"]
+
+    waiting_id = cli("runs", "start", "ticket-triage", *URGENT)["id"]
+    until(api, waiting_id, "waiting")
+    assert cli("runs", "cancel", waiting_id)["status"] == "cancelled"
+
+    api.create_agent(REFUND)
+    for decision in ("approve", "reject"):
+        paying = api.start_run("refunds", {"amount": 3})
+        until(api, paying.id, "waiting")
+        [call] = [t for t in api.list_tasks() if t.run_id == paying.id]
+        extra = ("--reason", "no") if decision == "reject" else ()
+        said = cli("tasks", decision, paying.id, call.command_id, *extra)
+        assert (said["call_id"], said["approved"]) == (call.command_id, decision == "approve")
+
+    api.create_agent({**ECHO, "name": "echo-chat"})
+    [turn] = cli("chat", "echo-chat", input="hello\n", lines=True)
+    assert (turn["message"], turn["reply"], turn["status"]) == ("hello", "#1: HELLO", "succeeded")
+
+    document = tmp_path / "greeting.json"
+    document.write_text(json.dumps(GREETING))
+    local = cli("run", document, "--input", "who=you")
+    assert local == {"status": "succeeded", "outputs": {"text": "hello you"}, "error": None}
+
+
+def removals(cli: Cli, api: Client) -> None:
+    assert cli("groups", "remove-member", "group.eng", "user.alice") == {
+        "group_id": "group.eng", "principal_id": "user.alice", "removed": True}  # fmt: skip
+    assert cli("markings", "remove-member", "marking.pii", "user.admin")["removed"] is True
+    assert cli("groups", "delete", "group.eng") == {"id": "group.eng", "deleted": True}
+    assert cli("users", "delete", "user.alice") == {"id": "user.alice", "deleted": True}
+    agent_id = api.get_agent("ticket-triage")["id"]
+    assert cli("agents", "delete", "ticket-triage") == {"id": agent_id, "deleted": True}
+
+
+def until(api: Client, run_id: str, *statuses: str, tries: int = 600) -> Any:
+    for _ in range(tries):
+        run = api.get_run(run_id)
+        if run.status in statuses:
+            return run
+        time.sleep(0.02)
+    raise AssertionError(f"run {run_id} stayed {run.status}")
