@@ -86,7 +86,7 @@ typecheck: install-dev
 	$(BIN)/mypy
 
 test: install-dev browser-tools web lint typecheck
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n auto  # one test process per core (pytest-xdist)
 
 bench: uv-available
 	$(UV) sync --frozen --group dev --group web --group bench

@@ -217,22 +217,27 @@ class Worker:
     async def stop(self) -> None:
         """End the worker and everything it started: bubblewrap's process group, and the
         sandbox's supervisor, which ends when its input closes (the PID namespace of the
-        sandbox goes with it)."""
+        sandbox goes with it). Every pipe to it is closed when this returns, however it ends:
+        one left open outlives the event loop and breaks the next loop that closes."""
         self._usable = False
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()  # the sandbox's supervisor ends with its input
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._proc.pid, signal.SIGKILL)
-        # Read what is left of the answers: a process with unread output (an answer over the
-        # limit) would otherwise never be reported finished.
-        ending = asyncio.gather(self._proc.wait(), _discard(self._proc.stdout))
-        # Should something of the sandbox outlive bubblewrap, stop waiting for it.
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(ending, _STOP_SECONDS)
-        await self._launched.end()
-        self._drain.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._drain
+        try:
+            if self._proc.stdin is not None:
+                self._proc.stdin.close()  # the sandbox's supervisor ends with its input
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            # Read what is left of the answers and of stderr: a process with unread output (an
+            # answer over the limit) would otherwise never be reported finished.
+            ending = asyncio.gather(
+                self._proc.wait(), _discard(self._proc.stdout), asyncio.shield(self._drain),
+                return_exceptions=True,
+            )  # fmt: skip
+            # Should something of the sandbox outlive bubblewrap, stop waiting for it.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ending, _STOP_SECONDS)
+        finally:
+            self._drain.cancel()
+            _close_pipes(self._proc)
+            await self._launched.end()
 
     async def _read_stderr(self) -> None:
         """Keep the last bytes the function wrote to stderr, and never let the pipe fill."""
@@ -254,6 +259,14 @@ class Worker:
 # The sandbox's own environment is set inside it (--clearenv); this is what bubblewrap itself
 # runs with, so no secret of the server's reaches even the launcher.
 _START_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
+
+
+def _close_pipes(proc: asyncio.subprocess.Process) -> None:
+    """Close the process's transport, and with it its pipes (asyncio keeps a pipe open until
+    its reader sees the end of it, which a stray holder of the other end can put off)."""
+    transport = getattr(proc, "_transport", None)  # no public handle on it
+    if transport is not None:
+        transport.close()
 
 
 async def _discard(stream: asyncio.StreamReader | None) -> None:
