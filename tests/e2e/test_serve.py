@@ -41,7 +41,9 @@ class Server:
         self._wait()
 
     def _wait(self) -> None:
-        deadline = time.monotonic() + 30
+        # Generous: under pytest-xdist on 2 cores, start-up (migrations, the sandbox check,
+        # the examples) shares the machine with the other worker's servers and sandboxes.
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise AssertionError(f"dhub serve exited:\n{self.log.read_text()}")

@@ -19,6 +19,22 @@ def react(name: str, **extra: Any) -> dict[str, Any]:
     return doc
 
 
+def home(client: TestClient) -> str:
+    """The caller's home folder id."""
+    response = client.get("/api/v1/folders/home")
+    assert response.status_code == 200, response.text
+    found: str = response.json()["id"]
+    return found
+
+
+def container(client: TestClient, plural: str, name: str, **fields: Any) -> str:
+    """A new folder or collection's id."""
+    response = client.post(f"/api/v1/{plural}", json={"name": name, **fields})
+    assert response.status_code == 201, response.text
+    made: str = response.json()["id"]
+    return made
+
+
 def create(client: TestClient, doc: dict[str, Any]) -> dict[str, Any]:
     response = client.post(API, json=doc)
     assert response.status_code == 201, response.text
@@ -72,9 +88,11 @@ def test_name_is_unique_per_folder(client: TestClient) -> None:
     response = client.post(API, json=react("dup"))
     assert response.status_code == 409
     assert first["id"] in response.json()["detail"]
-    other_folder = create(client, react("dup", folder_id="folder.x"))
-    assert other_folder["folder_id"] == "folder.x"
-    rename = client.patch(f"{API}/{other_folder['id']}", json={"folder_id": None})
+    assert first["folder_id"] == home(client)  # what has no folder goes to the home folder
+    folder = container(client, "folders", "x")
+    other_folder = create(client, react("dup", folder_id=folder))
+    assert other_folder["folder_id"] == folder
+    rename = client.patch(f"{API}/{other_folder['id']}", json={"folder_id": None})  # home
     assert rename.status_code == 409 and first["id"] in rename.json()["detail"]
 
 
@@ -183,7 +201,9 @@ def _ids(client: TestClient, **params: Any) -> list[str]:
 
 def test_filters(client: TestClient) -> None:
     a = create(client, react("alpha", tags=["x", "y"], alias="The First", type="bot"))
-    b = create(client, react("beta", tags=["x"], folder_id="f1", collection_id="c1"))
+    c1 = container(client, "collections", "c1")
+    f1 = container(client, "folders", "f1", collection_id=c1)
+    b = create(client, react("beta", tags=["x"], folder_id=f1, collection_id=c1))
     wf = create(client, load_json(FIXTURES / "valid" / "workflow_triage.json"))
     assert _ids(client, q="FIRST") == [a["id"]]
     assert _ids(client, q="triage") == [wf["id"]]  # name
@@ -192,17 +212,17 @@ def test_filters(client: TestClient) -> None:
     assert _ids(client, tags="x") == [a["id"], b["id"]]
     assert _ids(client, tags=["x", "y"]) == [a["id"]]
     assert _ids(client, tags="x,y") == [a["id"]]
-    assert _ids(client, folder_id="f1") == [b["id"]]
-    assert _ids(client, collection_id="c1") == [b["id"]]
+    assert _ids(client, folder_id=f1) == [b["id"]]
+    assert _ids(client, collection_id=c1) == [b["id"]]
     assert _ids(client, mode="workflow") == [wf["id"]]
     assert _ids(client, input_mode="event") == [wf["id"]]
     assert _ids(client, type="bot") == [a["id"]]
     assert _ids(client, mode="react", tags="x", q="beta") == [b["id"]]
     assert _ids(client, name="alpha") == [a["id"]]  # exactly the name:
     assert _ids(client, name="alph") == _ids(client, name="Alpha") == []  # no part, no case
-    again = create(client, react("alpha", folder_id="f1"))  # names are unique per folder only
+    again = create(client, react("alpha", folder_id=f1))  # names are unique per folder only
     assert _ids(client, name="alpha") == [a["id"], again["id"]]
-    assert _ids(client, name="alpha", folder_id="f1") == [again["id"]]
+    assert _ids(client, name="alpha", folder_id=f1) == [again["id"]]
     bad = client.get(API, params={"mode": "sideways"})
     assert bad.status_code == 422 and bad.json()["errors"][0]["loc"] == "/query/mode"
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.integration.test_agents_api import container, home
 from tests.integration.test_sharing_api import BUILDER, World, ok
 
 API = "/api/v1"
@@ -142,7 +143,8 @@ def test_defaults_are_filled_in(client: TestClient) -> None:
         {"name": "tone", "description": "How to sound", "required": True},
         {"name": "greeting", "description": "", "default": "Hello", "required": False},
     ]
-    assert prompt["alias"] is None and prompt["type"] is None and prompt["folder_id"] is None
+    assert prompt["alias"] is None and prompt["type"] is None
+    assert prompt["folder_id"] == home(client) and prompt["collection_id"] is None
     tool = create(client, "tool", tool_doc())
     assert tool["type"] == "python" and tool["require_browser"] is False and tool["options"] == {}
     assert tool["function"]["inputs"] == {} and tool["function"]["decorators"] == []
@@ -166,7 +168,7 @@ def test_name_is_unique_per_kind_and_folder(client: TestClient) -> None:
     first = create(client, "prompt", prompt_doc("dup"))
     response = client.post(f"{API}/prompts", json=prompt_doc("dup"))
     assert response.status_code == 409 and first["id"] in response.json()["detail"]
-    other = create(client, "prompt", prompt_doc("dup", folder_id="folder.x"))
+    other = create(client, "prompt", prompt_doc("dup", folder_id=container(client, "folders", "x")))
     moved = client.patch(f"{API}/prompts/{other['id']}", json={"folder_id": None})
     assert moved.status_code == 409 and first["id"] in moved.json()["detail"]
     renamed = client.patch(f"{API}/prompts/{other['id']}", json={"name": "dup2", "folder_id": None})
@@ -312,16 +314,18 @@ def _ids(client: TestClient, **params: Any) -> list[str]:
 
 def test_filters_and_pages(client: TestClient) -> None:
     a = create(client, "prompt", prompt_doc("alpha", tags=["x", "y"], alias="The First"))
-    b = create(client, "prompt", prompt_doc("beta", tags=["x"], folder_id="f1", type="persona"))
-    c = create(client, "prompt", prompt_doc("gamma", collection_id="c1", description="100% sure"))
+    c1 = container(client, "collections", "c1")
+    f1 = container(client, "folders", "f1")
+    b = create(client, "prompt", prompt_doc("beta", tags=["x"], folder_id=f1, type="persona"))
+    c = create(client, "prompt", prompt_doc("gamma", collection_id=c1, description="100% sure"))
     assert _ids(client, q="first") == [a["id"]]
     assert _ids(client, q="100%") == [c["id"]]
     assert _ids(client, q="_") == []
     assert _ids(client, name="beta") == [b["id"]]
     assert _ids(client, tags="x") == [a["id"], b["id"]]
     assert _ids(client, tags="x,y") == [a["id"]]
-    assert _ids(client, folder_id="f1") == [b["id"]]
-    assert _ids(client, collection_id="c1") == [c["id"]]
+    assert _ids(client, folder_id=f1) == [b["id"]]
+    assert _ids(client, collection_id=c1) == [c["id"]]
     assert _ids(client, type="persona") == [b["id"]]
     made = [a["id"], b["id"], c["id"]]
     made += [create(client, "prompt", prompt_doc(f"p{i}"))["id"] for i in range(4)]
@@ -375,7 +379,9 @@ def test_access_follows_owners_and_grants(client: TestClient) -> None:
         == 403
     )
     assert w.call(ed, "DELETE", url).status_code == 403
-    assert ok(client.get(url))["my_share_scope"] == "admin"
+    # The admin gave the tool away, but it still sits in the admin's home folder: owning the
+    # folder is owning what is in it (DESIGN.md 2.2).
+    assert ok(client.get(url))["my_share_scope"] == "owner"
     assert ok(w.call(alice, "GET", url))["my_share_scope"] == "owner"
 
     ok(w.call(alice, "DELETE", f"{url}/grants/{vic}"), 204)

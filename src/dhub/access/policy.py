@@ -18,6 +18,7 @@ from typing import Literal
 from dhub.access.principal import Principal
 from dhub.domain.errors import Forbidden, NotFound
 from dhub.store.agents import SCOPE_RANK, Visibility
+from dhub.store.tree import NOTHING, Inherited
 
 Action = Literal["read", "run", "edit", "delete", "share", "mark", "unmark"]
 ShareScope = Literal["owner", "grant", "admin"]
@@ -58,12 +59,22 @@ class Access:
 
 
 def access(
-    principal: Principal, owners: Collection[str], grant: str | None, markings: Collection[str]
+    principal: Principal,
+    owners: Collection[str],
+    grant: str | None,
+    markings: Collection[str],
+    above: Inherited = NOTHING,
 ) -> Access | None:
-    """The caller's access, or None when the resource is invisible to it."""
-    if not principal.markings.issuperset(markings):
+    """The caller's access, or None when the resource is invisible to it. ``above`` is what
+    the caller inherits from the folders and collection the resource sits in (DESIGN.md 2.2):
+    owning one of them is owning what is inside, a grant on one is a grant on what is inside,
+    and a marking on one is a marking on everything inside."""
+    if not principal.markings.issuperset(markings) or not principal.markings.issuperset(
+        above.markings
+    ):
         return None
-    owner = not principal.principal_ids.isdisjoint(owners)
+    owner = above.owned or not principal.principal_ids.isdisjoint(owners)
+    grant = above.best_grant(grant)
     if not (owner or grant or principal.is_admin):
         return None
     scope: ShareScope = "owner" if owner else "grant" if grant else "admin"
@@ -78,11 +89,12 @@ def require(
     grant: str | None,
     markings: Collection[str],
     kind: str = "agent",
+    above: Inherited = NOTHING,
 ) -> Access:
     """The caller's access if it allows ``action``; NotFound if the resource is invisible to the
     caller, Forbidden (naming what is needed) if it is visible but not permitted. ``kind``
     names the resource in the NotFound message."""
-    found = access(principal, owners, grant, markings)
+    found = access(principal, owners, grant, markings, above)
     if found is None:
         raise NotFound(f"No {kind} with id '{resource_id}'.")
     if not found.allows(action):

@@ -23,6 +23,7 @@ from dhub.api.routers import (
     agents,
     conversations,
     examples,
+    folders,
     health,
     models,
     principals,
@@ -35,6 +36,7 @@ from dhub.domain.resources import KINDS
 from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.examples import load_examples
+from dhub.services.folders import FolderService
 from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
@@ -58,6 +60,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
         run_service = RunService(
             db, agent_service, runtime.graphs, runtime.executor, runtime.dispatch
         )
+        resource_service = ResourceService(db)
         services = Services(
             db=db,
             auth=auth,
@@ -67,7 +70,8 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             tasks=TaskService(db, run_service),
             conversations=ConversationService(db, run_service),
             providers=runtime.providers,
-            resources=ResourceService(db),
+            resources=resource_service,
+            folders=FolderService(db, resource_service),
         )
         app.state.services = services
         app.state.runtime = runtime
@@ -114,6 +118,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
     app.include_router(examples.router, prefix="/api/v1")
     console.install(app)
     apidocs.install(app)
+    app.include_router(folders.router, prefix="/api/v1")  # before /folders/{id}
     for router in resources.routers:
         app.include_router(router, prefix="/api/v1")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

@@ -15,6 +15,7 @@ from dhub.domain.errors import InvalidInput, TooLarge
 from dhub.providers.registry import Providers
 from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
+from dhub.services.folders import FolderService
 from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
@@ -31,7 +32,8 @@ class Services:
     tasks: TaskService
     conversations: ConversationService
     providers: Providers
-    resources: ResourceService  # prompts, tools, actors, roles
+    resources: ResourceService  # prompts, tools, actors, roles, folders, collections
+    folders: FolderService  # what is in them, and home folders
 
 
 async def services(request: Request) -> Services:

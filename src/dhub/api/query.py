@@ -137,7 +137,6 @@ _RESOURCE_TEXT = ("q", "name", "collection_id", "folder_id", "type", "cursor")
 RESOURCE_LIST_PARAMETERS = [
     _param("q", {"type": "string"}, "Substring of name, alias or description (any case)"),
     _param("name", {"type": "string"}, "Exactly this name"),
-    _param("name", {"type": "string"}, "Exactly this name"),
     _param(
         "tags",
         {"type": "array", "items": {"type": "string"}},
@@ -173,3 +172,15 @@ def parse_resource_query(params: QueryParams) -> ResourceQuery:
         type=text["type"],
     )
     return ResourceQuery(flt, limit, text["cursor"] or None)
+
+
+PAGE_PARAMETERS = [p for p in RESOURCE_LIST_PARAMETERS if p["name"] in ("limit", "cursor")]
+
+
+def parse_page(params: QueryParams) -> tuple[int, str | None]:
+    """``limit`` and ``cursor`` of a listing that takes nothing else."""
+    errors: list[FieldError] = []
+    limit = _limit(params.get("limit"), errors)
+    if errors:
+        raise InvalidInput(errors)
+    return limit, params.get("cursor") or None

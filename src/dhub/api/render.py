@@ -8,23 +8,21 @@ the envelope; JSON objects are unordered, so clients see exactly the seed's fiel
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 
 from dhub.api.responses import encode
 from dhub.services.agents import AgentView, Page
 from dhub.services.resources import ResourcePage, ResourceView
-from dhub.store.agents import AgentRecord
-from dhub.store.resources import ResourceRecord
 
 
-def _envelope(
-    record: AgentRecord | ResourceRecord, owners: list[dict[str, Any]], scope: str | None
-) -> bytes:
+def _envelope(view: AgentView | ResourceView) -> bytes:
+    record, owners, scope = view.record, view.owners, view.scope
     head = orjson.dumps({"id": record.id})[:-1]  # b'{"id":"..."'
     fields = {
         "markings": orjson.Fragment(record.markings),  # stored as JSON already
+        "effective_markings": (
+            view.effective_markings if view.above.markings else orjson.Fragment(record.markings)
+        ),
         "created_at": record.created_at,
         "updated_at": record.updated_at,
         "owners": owners,
@@ -36,17 +34,20 @@ def _envelope(
     try:
         tail = orjson.dumps(fields)[1:]  # b'"markings":...}'
     except TypeError:  # an owner's profile stored before the input bounds (responses.encode)
-        tail = encode({**fields, "markings": orjson.loads(record.markings)})[1:]
+        own = orjson.loads(record.markings)
+        tail = encode({**fields, "markings": own, "effective_markings": view.effective_markings})[
+            1:
+        ]
     body = record.document.encode()[1:-1]
     return b",".join((head, body, tail)) if body else head + b"," + tail
 
 
 def agent_json(view: AgentView) -> bytes:
-    return _envelope(view.record, view.owners, view.scope)
+    return _envelope(view)
 
 
 def resource_json(view: ResourceView) -> bytes:
-    return _envelope(view.record, view.owners, view.scope)
+    return _envelope(view)
 
 
 def page_json(page: Page) -> bytes:

@@ -128,6 +128,12 @@ class Owner(BaseModel):
     email: EmailStr | None = None
 
 
+EFFECTIVE_MARKINGS = (
+    "Read-only: its own markings and those of every folder and the collection it sits in; a "
+    "caller must hold all of them to see it."
+)
+
+
 class AgentResponse(BaseModel):
     """Data returned for Agent, exactly the seed's shape plus ``version``."""
 
@@ -145,6 +151,7 @@ class AgentResponse(BaseModel):
         description="Mandatory marking ids this resource requires; read-only — set via the "
         "marking guard endpoints, not Create/PATCH.",
     )
+    effective_markings: list[str] = Field(default=[], description=EFFECTIVE_MARKINGS)
     created_at: int | None = Field(default=None, description="Creation timestamp (Unix ms)")
     updated_at: int | None = Field(default=None, description="Last update timestamp (Unix ms)")
     owners: list[Owner] = Field(default=[], description="Users and groups that own the resource.")

@@ -23,12 +23,15 @@ from typing import Annotated, Any, Literal
 import orjson
 from pydantic import MISSING, BaseModel, ConfigDict, Field, model_validator
 
-from dhub.domain.agent import Owner, ShareScope
+from dhub.domain.agent import EFFECTIVE_MARKINGS, Owner, ShareScope
 from dhub.domain.base import JsonObject, PositiveInt, SpecModel
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig, FunctionSpec, ToolItem
 
-Category = Literal["prompt", "tool", "actor", "role"]
-CATEGORIES: tuple[Category, ...] = ("prompt", "tool", "actor", "role")
+Category = Literal["prompt", "tool", "actor", "role", "folder", "collection"]
+CATEGORIES: tuple[Category, ...] = ("prompt", "tool", "actor", "role", "folder", "collection")
+# The kinds that hold other resources (DESIGN.md 2.2).
+CONTAINERS = frozenset({"folder", "collection"})
+HOME = "home"  # the ``type`` of a user's home folder, which only the server creates
 
 # Tools the platform itself provides; an agent names them with a plain string.
 BUILT_IN_TOOLS = frozenset({"set_conversation_variable"})
@@ -157,6 +160,24 @@ class RoleSpec(ResourceSpec):
     max_iterations: PositiveInt | None = Field(default=None, description="null: 10")
 
 
+class FolderSpec(ResourceSpec):
+    """A folder: ``folder_id`` is the folder it sits in (none: the top of its collection, or
+    the caller's home folder when it has no collection either)."""
+
+    category: Literal["folder"] = Field(default="folder", description="Resource type tag")
+    description: str = ""
+
+
+class CollectionSpec(ResourceSpec):
+    """A workspace: folders and resources sit in it; its owners, grants and markings apply
+    to everything inside. A collection sits in nothing."""
+
+    category: Literal["collection"] = Field(default="collection", description="Resource type tag")
+    description: str = ""
+    collection_id: None = Field(default=None, description="Always null: collections do not nest.")
+    folder_id: None = Field(default=None, description="Always null: a collection is in no folder.")
+
+
 class InlineRoleConfig(SpecModel):
     """An agent's role written inline (an object in ``agent.roles``), as the runtime reads it."""
 
@@ -198,6 +219,7 @@ class _Served(BaseModel):
         description="Mandatory marking ids this resource requires; read-only — set via the "
         "marking guard endpoints, not Create/PATCH.",
     )
+    effective_markings: list[str] = Field(default=[], description=EFFECTIVE_MARKINGS)
     created_at: int | None = Field(default=None, description="Creation timestamp (Unix ms)")
     updated_at: int | None = Field(default=None, description="Last update timestamp (Unix ms)")
     owners: list[Owner] = Field(default=[], description="Users and groups that own the resource.")
@@ -228,6 +250,14 @@ class RoleResponse(RoleSpec, _Served):
     model_config = _RESPONSE_CONFIG
 
 
+class FolderResponse(FolderSpec, _Served):
+    model_config = _RESPONSE_CONFIG
+
+
+class CollectionResponse(CollectionSpec, _Served):
+    model_config = _RESPONSE_CONFIG
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceKind:
     category: Category
@@ -241,6 +271,8 @@ KINDS: dict[str, ResourceKind] = {
     "tool": ResourceKind("tool", "Tool", ToolSpec, ToolResponse),
     "actor": ResourceKind("actor", "Actor", ActorSpec, ActorResponse),
     "role": ResourceKind("role", "Role", RoleSpec, RoleResponse),
+    "folder": ResourceKind("folder", "Folder", FolderSpec, FolderResponse),
+    "collection": ResourceKind("collection", "Collection", CollectionSpec, CollectionResponse),
 }
 
 

@@ -19,13 +19,14 @@ from dhub.domain.ids import new_id, now_ms
 from dhub.domain.merge_patch import merge_patch
 from dhub.engine.validate import collect_errors, validate_agent_document
 from dhub.providers.registry import Providers
-from dhub.services import sharing
+from dhub.services import placement, sharing
 from dhub.services.model_checks import effort_errors
 from dhub.services.references import check_agent_references
 from dhub.store import agents as repo
-from dhub.store import audit
+from dhub.store import audit, tree
 from dhub.store import sharing as shares
 from dhub.store.db import Conn, Database
+from dhub.store.tree import NOTHING, Inherited
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,12 @@ class AgentView:
     record: repo.AgentRecord
     owners: list[dict[str, Any]]
     scope: policy.ShareScope | None
+    above: Inherited = NOTHING  # inherited from its folders and collection
+
+    @property
+    def effective_markings(self) -> list[str]:
+        """Its own markings and those of every folder and its collection above it."""
+        return sorted({*orjson.loads(self.record.markings), *self.above.markings})
 
 
 @dataclass(frozen=True)
@@ -81,17 +88,21 @@ class AgentService:
     async def create(self, principal: Principal, doc: Any) -> AgentView:
         spec = validate_agent_document(doc)
         agent_id, now = new_id("agent"), now_ms()
-        document = dump_spec(spec)
         async with self.db.write() as conn:
             problems = effort_errors(self.providers, spec)
             problems += await check_agent_references(conn, principal, spec)
             if problems:
                 raise InvalidInput(problems)
+            to = await placement.resolve(
+                conn, principal, "agent", spec.folder_id, spec.collection_id
+            )
+            spec = placement.placed(spec, to)
             await self._check_name_free(conn, principal, spec, None)
-            await self._insert(conn, agent_id, spec, document, principal, now)
+            await self._insert(conn, agent_id, spec, dump_spec(spec), principal, now)
+            await tree.place(conn, agent_id, to.parent)
             found = await repo.get_agent(conn, agent_id, sorted(principal.principal_ids))
         assert found is not None
-        return AgentView(found.record, found.owners, "owner")
+        return AgentView(found.record, found.owners, "owner", found.above)
 
     async def _insert(
         self,
@@ -126,7 +137,9 @@ class AgentService:
     async def _check_name_free(
         self, conn: Conn, principal: Principal, spec: AgentSpec, agent_id: str | None
     ) -> None:
-        holder = await repo.find_by_name(conn, spec.folder_id, spec.name)
+        holder = await repo.find_by_name(
+            conn, repo.folder_key(spec.folder_id, spec.collection_id), spec.name
+        )
         if holder is not None and holder != agent_id:
             found = await repo.get_agents(conn, [holder], sorted(principal.principal_ids))
             raise _name_conflict(spec, found.get(holder), principal)
@@ -139,15 +152,15 @@ class AgentService:
 
     async def _load(
         self, conn: Conn, principal: Principal, agent_id: str, action: policy.Action
-    ) -> tuple[repo.AgentRecord, list[dict[str, Any]], policy.ShareScope]:
+    ) -> AgentView:
         found = await self._find(conn, principal, agent_id)
         allowed = _require(principal, action, found)
-        return found.record, found.owners, allowed.scope
+        return AgentView(found.record, found.owners, allowed.scope, found.above)
 
     async def get(self, principal: Principal, agent_id: str) -> AgentView:
         async with self.db.read() as conn:
-            record, owners, scope = await self._load(conn, principal, agent_id, "read")
-        return AgentView(record, owners, scope)
+            view = await self._load(conn, principal, agent_id, "read")
+        return view
 
     async def page(
         self, principal: Principal, flt: repo.AgentFilter, limit: int, cursor: str | None
@@ -163,8 +176,9 @@ class AgentService:
         data = []
         for row in found[:limit]:  # the SQL filter already left only what the caller may see
             owner_ids = [o["id"] for o in row.owners]
-            seen = policy.access(principal, owner_ids, row.grant, ())
-            data.append(AgentView(row.record, row.owners, seen.scope if seen else None))
+            seen = policy.access(principal, owner_ids, row.grant, (), row.above)
+            scope = seen.scope if seen else None
+            data.append(AgentView(row.record, row.owners, scope, row.above))
         next_cursor = encode_cursor(found[limit - 1].record.id) if len(found) > limit else None
         return Page(data, next_cursor)
 
@@ -185,6 +199,9 @@ class AgentService:
             spec, doc_errors = collect_errors(_patched(current, doc_patch))
             if errors or doc_errors or spec is None:
                 raise InvalidInput([*doc_errors, *errors])
+            spec, moved_to = await placement.moved(
+                conn, principal, found, "agent", current, spec, doc_patch
+            )
             if dump_spec(spec) != found.record.document:  # a new version: check its references
                 problems = effort_errors(self.providers, spec)
                 problems += await check_agent_references(conn, principal, spec)
@@ -194,10 +211,13 @@ class AgentService:
                 before = [o["id"] for o in found.owners]
                 await sharing.change_owners(conn, principal, agent_id, before, owners)
                 found = await self._find(conn, principal, agent_id)
-                seen = policy.access(principal, owners, found.grant, ())
+                seen = policy.access(principal, owners, found.grant, (), found.above)
                 scope = seen.scope if seen else None  # None: the caller gave its access away
             record = await self._store_document(conn, principal, found.record, spec)
-        return AgentView(record, found.owners, scope)
+            if moved_to is not None:
+                await tree.move(conn, agent_id, moved_to.parent)
+                found = await self._find(conn, principal, agent_id)
+        return AgentView(record, found.owners, scope, found.above)
 
     async def _patched_owners(
         self, conn: Conn, principal: Principal, found: repo.AgentRow, patch: dict[str, Any]
@@ -245,7 +265,7 @@ class AgentService:
 
     async def delete(self, principal: Principal, agent_id: str) -> None:
         async with self.db.write() as conn:
-            record, _, _ = await self._load(conn, principal, agent_id, "delete")
+            record = (await self._load(conn, principal, agent_id, "delete")).record
             await repo.delete_agent(conn, agent_id)
             await audit.record(conn, principal.user_id, "agent.delete", agent_id, record.version)
 
@@ -271,16 +291,18 @@ class AgentService:
 
     async def mark(self, principal: Principal, agent_id: str, body: Any) -> AgentView:
         async with self.db.write() as conn:
-            record, owners, scope = await self._load(conn, principal, agent_id, "mark")
+            view = await self._load(conn, principal, agent_id, "mark")
+            record = view.record
             marking_id = sharing.marking_of(body)
             stored = await sharing.mark(conn, principal, agent_id, record.markings, marking_id)
-        return AgentView(dataclasses.replace(record, markings=stored), owners, scope)
+        return dataclasses.replace(view, record=dataclasses.replace(record, markings=stored))
 
     async def unmark(self, principal: Principal, agent_id: str, marking_id: str) -> AgentView:
         async with self.db.write() as conn:
-            record, owners, scope = await self._load(conn, principal, agent_id, "unmark")
+            view = await self._load(conn, principal, agent_id, "unmark")
+            record = view.record
             stored = await sharing.unmark(conn, principal, agent_id, record.markings, marking_id)
-        return AgentView(dataclasses.replace(record, markings=stored), owners, scope)
+        return dataclasses.replace(view, record=dataclasses.replace(record, markings=stored))
 
     async def versions(self, principal: Principal, agent_id: str) -> list[dict[str, Any]]:
         async with self.db.read(snapshot=True) as conn:
@@ -293,7 +315,8 @@ class AgentService:
 
     async def version(self, principal: Principal, agent_id: str, number: int) -> AgentView:
         async with self.db.read(snapshot=True) as conn:
-            record, owners, scope = await self._load(conn, principal, agent_id, "read")
+            view = await self._load(conn, principal, agent_id, "read")
+            record = view.record
             found = await repo.get_version(conn, agent_id, number)
         if found is None:
             raise NotFound(
@@ -303,7 +326,7 @@ class AgentService:
         snapshot = dataclasses.replace(
             record, document=found.document, version=found.version, updated_at=found.created_at
         )
-        return AgentView(snapshot, owners, scope)
+        return dataclasses.replace(view, record=snapshot)
 
     async def for_run(
         self, principal: Principal, agent_id: str, version: int | None
@@ -311,7 +334,7 @@ class AgentService:
         """The agent (checked: the caller may run it) and the document of ``version`` (the
         latest when None), as stored."""
         async with self.db.read(snapshot=True) as conn:
-            record, _, _ = await self._load(conn, principal, agent_id, "run")
+            record = (await self._load(conn, principal, agent_id, "run")).record
             if version is None or version == record.version:
                 return record, record.document
             found = await repo.get_version(conn, agent_id, version)
@@ -325,7 +348,7 @@ class AgentService:
     async def readable(self, principal: Principal, agent_id: str) -> repo.AgentRecord:
         """The agent, when the caller may read it (runs are seen through their agent)."""
         async with self.db.read() as conn:
-            record, _, _ = await self._load(conn, principal, agent_id, "read")
+            record = (await self._load(conn, principal, agent_id, "read")).record
         return record
 
     async def run_scope(self, principal: Principal) -> tuple[list[str] | None, list[str]]:
@@ -341,7 +364,7 @@ class AgentService:
 
     async def runnable(self, principal: Principal, agent_id: str) -> repo.AgentRecord:
         async with self.db.read() as conn:
-            record, _, _ = await self._load(conn, principal, agent_id, "run")
+            record = (await self._load(conn, principal, agent_id, "run")).record
         return record
 
     async def validate(self, principal: Principal, doc: Any) -> dict[str, Any]:
@@ -357,7 +380,9 @@ class AgentService:
 def _require(principal: Principal, action: policy.Action, found: repo.AgentRow) -> policy.Access:
     owner_ids = [o["id"] for o in found.owners]
     markings = orjson.loads(found.record.markings)
-    return policy.require(principal, action, found.record.id, owner_ids, found.grant, markings)
+    return policy.require(
+        principal, action, found.record.id, owner_ids, found.grant, markings, above=found.above
+    )
 
 
 def _patched(current: dict[str, Any], patch: dict[str, Any]) -> Any:
@@ -372,7 +397,7 @@ def _patched(current: dict[str, Any], patch: dict[str, Any]) -> Any:
 def _indexed(spec: AgentSpec) -> dict[str, Any]:
     return {
         "name": spec.name,
-        "folder_key": repo.folder_key(spec.folder_id),
+        "folder_key": repo.folder_key(spec.folder_id, spec.collection_id),
         "folder_id": spec.folder_id,
         "collection_id": spec.collection_id,
         "alias": spec.alias,

@@ -19,6 +19,7 @@ from dhub.domain.bounds import ProfileJson, Url
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.pointers import from_validation_error
+from dhub.services import placement
 from dhub.store import audit
 from dhub.store import principals as repo
 from dhub.store import sharing as shares
@@ -132,6 +133,7 @@ class PrincipalService:
                 raise Conflict(f"The user '{user_id}' already exists.")
             await user_repo.insert_user(conn, values)
             await audit.record(conn, who.user_id, "user.create", user_id, after=values)
+            await placement.home_of(conn, user_id)  # a new user starts with a home folder
             created = await repo.get_user(conn, user_id)
         assert created is not None
         return asdict(created)
@@ -173,6 +175,7 @@ class PrincipalService:
             raise Conflict("You cannot delete yourself; ask another admin.")
         async with self.db.write() as conn:
             await self._user(conn, user_id)
+            await placement.drop_home(conn, user_id)
             await _release_resources(conn, user_id)
             await repo.delete_user(conn, user_id)
             await audit.record(conn, who.user_id, "user.delete", user_id)

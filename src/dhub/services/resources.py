@@ -22,17 +22,18 @@ from dhub.domain.agent import SERVER_OWNED_FIELDS
 from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.merge_patch import merge_patch
-from dhub.domain.resources import KINDS, ResourceKind, ResourceSpec, RoleSpec
-from dhub.services import sharing
+from dhub.domain.resources import CONTAINERS, HOME, KINDS, ResourceKind, ResourceSpec, RoleSpec
+from dhub.services import placement, sharing
 from dhub.services.agents import decode_cursor, encode_cursor
 from dhub.services.references import check_agent_references, check_tool_items
 from dhub.services.resolution import UnresolvableAgent, resolve_agent
 from dhub.services.resource_validation import collect_resource_errors
-from dhub.store import audit
+from dhub.store import audit, tree
 from dhub.store import resources as repo
 from dhub.store import sharing as shares
 from dhub.store.agents import folder_key, set_tags
 from dhub.store.db import Conn, Database
+from dhub.store.tree import NOTHING, Inherited
 
 __all__ = [
     "ResourcePage",
@@ -51,6 +52,12 @@ class ResourceView:
     record: repo.ResourceRecord
     owners: list[dict[str, Any]]
     scope: policy.ShareScope | None
+    above: Inherited = NOTHING  # inherited from its folders and collection
+
+    @property
+    def effective_markings(self) -> list[str]:
+        """Its own markings and those of every folder and its collection above it."""
+        return sorted({*orjson.loads(self.record.markings), *self.above.markings})
 
 
 @dataclass(frozen=True)
@@ -88,11 +95,16 @@ class ResourceService:
         spec, errors = collect_resource_errors(_kind(category), doc)
         if errors or spec is None:
             raise InvalidInput(errors)
+        _check_not_home(spec)
         resource_id, now = new_id(category), now_ms()
         async with self.db.write() as conn:
             errors = await self._references(conn, principal, spec)
             if errors:
                 raise InvalidInput(errors)
+            to = await placement.resolve(
+                conn, principal, category, spec.folder_id, spec.collection_id
+            )
+            spec = placement.placed(spec, to)
             await self._check_name_free(conn, principal, spec, None)
             document = spec.model_dump_json()
             try:
@@ -115,15 +127,17 @@ class ResourceService:
             await repo.insert_version(conn, resource_id, 1, document, principal.user_id, now)
             await set_tags(conn, resource_id, spec.tags or [])
             await shares.add_owners(conn, resource_id, [principal.user_id])
+            await tree.place(conn, resource_id, to.parent)
             await audit.record(conn, principal.user_id, f"{category}.create", resource_id, None, 1)
             found = await repo.get_resource(conn, resource_id, sorted(principal.principal_ids))
         assert found is not None
-        return ResourceView(found.record, found.owners, "owner")
+        return ResourceView(found.record, found.owners, "owner", found.above)
 
     async def _check_name_free(
         self, conn: Conn, principal: Principal, spec: ResourceSpec, own_id: str | None
     ) -> None:
-        holder = await repo.find_by_name(conn, spec.category, spec.folder_id, spec.name)
+        key = folder_key(spec.folder_id, spec.collection_id)
+        holder = await repo.find_by_name(conn, spec.category, key, spec.name)
         if holder is not None and holder != own_id:
             found = await repo.get_resources(conn, [holder], sorted(principal.principal_ids))
             raise _name_conflict(spec, found.get(holder), principal)
@@ -145,15 +159,15 @@ class ResourceService:
         category: str,
         resource_id: str,
         action: policy.Action,
-    ) -> tuple[repo.ResourceRecord, list[dict[str, Any]], policy.ShareScope]:
+    ) -> ResourceView:
         found = await self._find(conn, principal, category, resource_id)
         allowed = _require(principal, action, found)
-        return found.record, found.owners, allowed.scope
+        return ResourceView(found.record, found.owners, allowed.scope, found.above)
 
     async def get(self, principal: Principal, category: str, resource_id: str) -> ResourceView:
         async with self.db.read() as conn:
-            record, owners, scope = await self._load(conn, principal, category, resource_id, "read")
-        return ResourceView(record, owners, scope)
+            view = await self._load(conn, principal, category, resource_id, "read")
+        return view
 
     async def page(
         self,
@@ -173,8 +187,10 @@ class ResourceService:
             found = await repo.list_resources(conn, category, flt, visible, after, limit + 1, reach)
         data = []
         for row in found[:limit]:  # the SQL filter already left only what the caller may see
-            seen = policy.access(principal, [o["id"] for o in row.owners], row.grant, ())
-            data.append(ResourceView(row.record, row.owners, seen.scope if seen else None))
+            owner_ids = [o["id"] for o in row.owners]
+            seen = policy.access(principal, owner_ids, row.grant, (), row.above)
+            scope = seen.scope if seen else None
+            data.append(ResourceView(row.record, row.owners, scope, row.above))
         next_cursor = encode_cursor(found[limit - 1].record.id) if len(found) > limit else None
         return ResourcePage(data, next_cursor)
 
@@ -200,14 +216,25 @@ class ResourceService:
                 doc_errors = await self._references(conn, principal, spec)  # a new version
             if errors or doc_errors or spec is None:
                 raise InvalidInput([*doc_errors, *errors])
+            if placement.is_home(found.record):
+                _check_home_kept(current, spec)
+                moved_to = None
+            else:
+                _check_not_home(spec)
+                spec, moved_to = await placement.moved(
+                    conn, principal, found, category, current, spec, doc_patch
+                )
             if owners is not None:
                 before = [o["id"] for o in found.owners]
                 await sharing.change_owners(conn, principal, resource_id, before, owners, category)
                 found = await self._find(conn, principal, category, resource_id)
-                seen = policy.access(principal, owners, found.grant, ())
+                seen = policy.access(principal, owners, found.grant, (), found.above)
                 scope = seen.scope if seen else None
             record = await self._store(conn, principal, found.record, spec)
-        return ResourceView(record, found.owners, scope)
+            if moved_to is not None:
+                await tree.move(conn, resource_id, moved_to.parent)
+                found = await self._find(conn, principal, category, resource_id)
+        return ResourceView(record, found.owners, scope, found.above)
 
     async def _patched_owners(
         self, conn: Conn, principal: Principal, found: repo.ResourceRow, patch: dict[str, Any]
@@ -234,6 +261,8 @@ class ResourceService:
         await self._check_name_free(conn, principal, spec, record.id)
         now, version = now_ms(), record.version + 1
         values = {**_indexed(spec), "version": version, "document": document, "updated_at": now}
+        if placement.is_home(record):
+            del values["folder_key"]  # a home folder's own (placement.HOME_KEY)
         try:
             await repo.update_resource(conn, record.id, values)
         except IntegrityError as exc:
@@ -254,7 +283,9 @@ class ResourceService:
 
     async def delete(self, principal: Principal, category: str, resource_id: str) -> None:
         async with self.db.write() as conn:
-            record, _, _ = await self._load(conn, principal, category, resource_id, "delete")
+            record = (await self._load(conn, principal, category, resource_id, "delete")).record
+            if category in CONTAINERS:
+                await _check_empty(conn, record)
             await repo.delete_resource(conn, resource_id)
             await audit.record(
                 conn, principal.user_id, f"{category}.delete", resource_id, record.version
@@ -277,7 +308,8 @@ class ResourceService:
         self, principal: Principal, category: str, resource_id: str, number: int
     ) -> ResourceView:
         async with self.db.read(snapshot=True) as conn:
-            record, owners, scope = await self._load(conn, principal, category, resource_id, "read")
+            view = await self._load(conn, principal, category, resource_id, "read")
+            record = view.record
             found = await repo.get_version(conn, resource_id, number)
         if found is None:
             raise NotFound(
@@ -287,7 +319,7 @@ class ResourceService:
         snapshot = dataclasses.replace(
             record, document=found.document, version=found.version, updated_at=found.created_at
         )
-        return ResourceView(snapshot, owners, scope)
+        return dataclasses.replace(view, record=snapshot)
 
     # -- sharing --------------------------------------------------------------------------------
 
@@ -317,24 +349,24 @@ class ResourceService:
         self, principal: Principal, category: str, resource_id: str, body: Any
     ) -> ResourceView:
         async with self.db.write() as conn:
-            record, owners, scope = await self._load(conn, principal, category, resource_id, "mark")
+            view = await self._load(conn, principal, category, resource_id, "mark")
+            record = view.record
             marking_id = sharing.marking_of(body)
             stored = await sharing.mark(
                 conn, principal, resource_id, record.markings, marking_id, category
             )
-        return ResourceView(dataclasses.replace(record, markings=stored), owners, scope)
+        return dataclasses.replace(view, record=dataclasses.replace(record, markings=stored))
 
     async def unmark(
         self, principal: Principal, category: str, resource_id: str, marking_id: str
     ) -> ResourceView:
         async with self.db.write() as conn:
-            record, owners, scope = await self._load(
-                conn, principal, category, resource_id, "unmark"
-            )
+            view = await self._load(conn, principal, category, resource_id, "unmark")
+            record = view.record
             stored = await sharing.unmark(
                 conn, principal, resource_id, record.markings, marking_id, category
             )
-        return ResourceView(dataclasses.replace(record, markings=stored), owners, scope)
+        return dataclasses.replace(view, record=dataclasses.replace(record, markings=stored))
 
 
 def _require(principal: Principal, action: policy.Action, found: repo.ResourceRow) -> policy.Access:
@@ -342,8 +374,9 @@ def _require(principal: Principal, action: policy.Action, found: repo.ResourceRo
     owner_ids = [o["id"] for o in found.owners]
     markings = orjson.loads(record.markings)
     return policy.require(
-        principal, action, record.id, owner_ids, found.grant, markings, kind=record.category
-    )
+        principal, action, record.id, owner_ids, found.grant, markings, record.category,
+        found.above,
+    )  # fmt: skip
 
 
 def _patched(current: dict[str, Any], patch: dict[str, Any]) -> Any:
@@ -358,13 +391,45 @@ def _patched(current: dict[str, Any], patch: dict[str, Any]) -> Any:
 def _indexed(spec: ResourceSpec) -> dict[str, Any]:
     return {
         "name": spec.name,
-        "folder_key": folder_key(spec.folder_id),
+        "folder_key": folder_key(spec.folder_id, spec.collection_id),
         "folder_id": spec.folder_id,
         "collection_id": spec.collection_id,
         "alias": spec.alias,
         "description": spec.description,
         "type": spec.type,
     }
+
+
+def _check_home_kept(current: dict[str, Any], spec: ResourceSpec) -> None:
+    kept = ("name", "folder_id", "collection_id", "type")
+    changed = [k for k in kept if getattr(spec, k) != current.get(k)]
+    if changed:
+        raise InvalidInput(
+            [FieldError(f"/{k}", f"A home folder keeps its {k}: leave '{k}' out of the patch "
+                        "(its alias, description and tags may change).", "home_folder")
+             for k in changed]
+        )  # fmt: skip
+
+
+def _check_not_home(spec: ResourceSpec) -> None:
+    if spec.category == "folder" and spec.type == HOME:
+        message = (
+            f"type '{HOME}' is reserved for users' home folders, which dhub makes: choose "
+            "another type or leave it out."
+        )
+        raise InvalidInput([FieldError("/type", message, "reserved")])
+
+
+async def _check_empty(conn: Conn, record: repo.ResourceRecord) -> None:
+    if placement.is_home(record):
+        raise Conflict(
+            f"'{record.id}' is a home folder: it goes with its user, and cannot be deleted."
+        )
+    if await tree.child_count(conn, record.id):
+        raise Conflict(
+            f"{record.category.capitalize()} '{record.id}' is not empty: move or delete what "
+            "is in it first (some of it may be hidden from you; ask its owner)."
+        )
 
 
 def _name_conflict(spec: ResourceSpec, holder: repo.ResourceRow | None, who: Principal) -> Conflict:

@@ -7,7 +7,7 @@ import dataclasses
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
     BindParameter,
@@ -25,8 +25,11 @@ from sqlalchemy import (
     update,
 )
 
-from dhub.store import sharing
+from dhub.store import sharing, tree
 from dhub.store.db import Conn
+
+if TYPE_CHECKING:
+    from dhub.store.resources import ResourceRow
 from dhub.store.tables import (
     agent_versions,
     agents,
@@ -61,6 +64,10 @@ class AgentRow:
     record: AgentRecord
     owners: list[dict[str, Any]]
     grant: str | None
+    above: tree.Inherited = tree.NOTHING  # from the folders and collection above it
+
+
+_Row = TypeVar("_Row", bound="AgentRow | ResourceRow")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,8 +96,9 @@ _RECORD_COLUMNS = (
 )
 
 
-def folder_key(folder_id: str | None) -> str:
-    return folder_id or ""
+def folder_key(folder_id: str | None, collection_id: str | None = None) -> str:
+    """Where a name must be unique: its folder, else its collection's top level."""
+    return folder_id or collection_id or ""
 
 
 async def insert_agent(conn: Conn, values: dict[str, Any]) -> None:
@@ -110,6 +118,7 @@ async def delete_agent(conn: Conn, agent_id: str) -> None:
     await sharing.bump_epoch(conn)
     await conn.execute(delete(resource_markings).where(resource_markings.c.resource_id == agent_id))
     await conn.execute(delete(agents).where(agents.c.id == agent_id))
+    await tree.remove(conn, agent_id)
 
 
 _OWNER_COLUMNS = (
@@ -173,6 +182,14 @@ def _rows_to_agents(rows: Sequence[Any]) -> list[AgentRow]:
     return out
 
 
+async def with_above(conn: Conn, rows: list[_Row], principals: Sequence[str]) -> list[_Row]:
+    """``rows`` (AgentRow or ResourceRow) with what ``principals`` inherit on each from the
+    folders and collection above it."""
+    found = await tree.inherited(conn, [r.record.id for r in rows], principals)
+    return [dataclasses.replace(r, above=found[r.record.id]) if r.record.id in found else r
+            for r in rows]  # fmt: skip
+
+
 async def get_agent(conn: Conn, agent_id: str, principals: Sequence[str]) -> AgentRow | None:
     """The agent, its owners and the caller's best grant, in one statement. In a write
     transaction the agent's row is locked first, so concurrent changes to one agent (owners,
@@ -182,7 +199,7 @@ async def get_agent(conn: Conn, agent_id: str, principals: Sequence[str]) -> Age
         await conn.execute(_LOCK_AGENT, {"agent_id": agent_id})
     params = {"agent_id": agent_id, "principals": list(principals)}
     found = _rows_to_agents((await conn.execute(_GET_AGENT, params)).all())
-    return found[0] if found else None
+    return (await with_above(conn, found, principals))[0] if found else None
 
 
 _GET_AGENTS = (
@@ -200,16 +217,13 @@ async def get_agents(
     if not ids:
         return {}
     params = {"ids": sorted(set(ids)), "principals": list(principals)}
-    return {
-        r.record.id: r for r in _rows_to_agents((await conn.execute(_GET_AGENTS, params)).all())
-    }
+    rows = _rows_to_agents((await conn.execute(_GET_AGENTS, params)).all())
+    return {r.record.id: r for r in await with_above(conn, rows, principals)}
 
 
-async def find_by_name(conn: Conn, folder_id: str | None, name: str) -> str | None:
-    """The id of the agent holding ``name`` in that folder, if any."""
-    stmt = select(agents.c.id).where(
-        agents.c.folder_key == folder_key(folder_id), agents.c.name == name
-    )
+async def find_by_name(conn: Conn, key: str, name: str) -> str | None:
+    """The id of the agent holding ``name`` in that folder (``key``: see folder_key), if any."""
+    stmt = select(agents.c.id).where(agents.c.folder_key == key, agents.c.name == name)
     holder: str | None = (await conn.execute(stmt)).scalar()
     return holder
 
@@ -329,7 +343,8 @@ async def list_agents(
     a page touches about as many agents as it returns, however many the caller can reach."""
     if not visible.restricted:
         shape, values = _shape_and_values(flt, visible, after_id, limit)
-        return _rows_to_agents((await conn.execute(_list_statement(shape), values)).all())
+        page = _rows_to_agents((await conn.execute(_list_statement(shape), values)).all())
+        return await with_above(conn, page, visible.principals)
     if reach is None:
         reach = await sharing.reach_of(conn, visible.principals, visible.held_markings or ())
     # The reach already left out agents with markings the caller does not hold.
@@ -352,19 +367,12 @@ async def list_agents(
         ]
         start += len(chunk)
         window *= 2  # filters left too few: look further, in fewer rounds
-    return found[:limit]
+    return await with_above(conn, found[:limit], visible.principals)
 
 
 def _markings_held(held: BindParameter[Any]) -> ColumnElement[bool]:
-    """Agents carrying no marking outside ``held``."""
-    return ~(
-        select(resource_markings.c.resource_id)
-        .where(
-            resource_markings.c.resource_id == agents.c.id,
-            resource_markings.c.marking_id.not_in(held),
-        )
-        .exists()
-    )
+    """Rows carrying no marking outside ``held``, inherited ones included."""
+    return ~tree.carries_unheld(agents.c.id, held)
 
 
 async def set_tags(conn: Conn, resource_id: str, tags: Sequence[str]) -> None:

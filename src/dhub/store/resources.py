@@ -29,7 +29,7 @@ from sqlalchemy import (
     update,
 )
 
-from dhub.store import sharing
+from dhub.store import sharing, tree
 from dhub.store.agents import (  # the owner and grant parts of a query are the agents' own
     _OWNER_COLUMNS,
     _SCOPE_BY_RANK,
@@ -38,7 +38,7 @@ from dhub.store.agents import (  # the owner and grant parts of a query are the 
     _like,
     _owner,
     _with_owners,
-    folder_key,
+    with_above,
 )
 from dhub.store.db import Conn
 from dhub.store.tables import (
@@ -73,6 +73,7 @@ class ResourceRow:
     record: ResourceRecord
     owners: list[dict[str, Any]]
     grant: str | None
+    above: tree.Inherited = tree.NOTHING  # from the folders and collection above it
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +139,7 @@ async def delete_resource(conn: Conn, resource_id: str) -> None:
         delete(resource_markings).where(resource_markings.c.resource_id == resource_id)
     )
     await conn.execute(delete(resources).where(resources.c.id == resource_id))
+    await tree.remove(conn, resource_id)
 
 
 _GET = (
@@ -157,7 +159,7 @@ async def get_resource(
         await conn.execute(_LOCK, {"resource_id": resource_id})
     params = {"resource_id": resource_id, "principals": list(principals)}
     found = _rows_to_resources((await conn.execute(_GET, params)).all())
-    return found[0] if found else None
+    return (await with_above(conn, found, principals))[0] if found else None
 
 
 _GET_MANY = (
@@ -175,9 +177,8 @@ async def get_resources(
     if not ids:
         return {}
     params = {"ids": sorted(set(ids)), "principals": list(principals)}
-    return {
-        r.record.id: r for r in _rows_to_resources((await conn.execute(_GET_MANY, params)).all())
-    }
+    rows = _rows_to_resources((await conn.execute(_GET_MANY, params)).all())
+    return {r.record.id: r for r in await with_above(conn, rows, principals)}
 
 
 _FIND_BY_NAME = select(resources.c.id).where(
@@ -187,9 +188,10 @@ _FIND_BY_NAME = select(resources.c.id).where(
 )
 
 
-async def find_by_name(conn: Conn, category: str, folder_id: str | None, name: str) -> str | None:
-    """The id of the resource of ``category`` holding ``name`` in that folder, if any."""
-    params = {"category": category, "folder_key": folder_key(folder_id), "name": name}
+async def find_by_name(conn: Conn, category: str, key: str, name: str) -> str | None:
+    """The id of the resource of ``category`` holding ``name`` in that folder (``key``: see
+    store.agents.folder_key), if any."""
+    params = {"category": category, "folder_key": key, "name": name}
     holder: str | None = (await conn.execute(_FIND_BY_NAME, params)).scalar()
     return holder
 
@@ -270,15 +272,8 @@ def _list_statement(shape: _Shape) -> Select[Any]:
 
 
 def _markings_held(held: BindParameter[Any]) -> ColumnElement[bool]:
-    """Resources carrying no marking outside ``held``."""
-    return ~(
-        select(resource_markings.c.resource_id)
-        .where(
-            resource_markings.c.resource_id == resources.c.id,
-            resource_markings.c.marking_id.not_in(held),
-        )
-        .exists()
-    )
+    """Rows carrying no marking outside ``held``, inherited ones included."""
+    return ~tree.carries_unheld(resources.c.id, held)
 
 
 def _category_range(ids: list[str], category: str) -> tuple[int, int]:
@@ -301,7 +296,8 @@ async def list_resources(
     pages agents: a restricted caller's candidates come from its ``reach``."""
     if not visible.restricted:
         shape, values = _shape_and_values(category, flt, visible, after_id, limit)
-        return _rows_to_resources((await conn.execute(_list_statement(shape), values)).all())
+        page = _rows_to_resources((await conn.execute(_list_statement(shape), values)).all())
+        return await with_above(conn, page, visible.principals)
     if reach is None:
         reach = await sharing.reach_of(conn, visible.principals, visible.held_markings or ())
     visible = dataclasses.replace(visible, held_markings=None)  # the reach checked them
@@ -322,7 +318,7 @@ async def list_resources(
         ]
         start += len(chunk)
         window *= 2
-    return found[:limit]
+    return await with_above(conn, found[:limit], visible.principals)
 
 
 # -- versions -----------------------------------------------------------------------------------

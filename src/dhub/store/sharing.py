@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 from sqlalchemy import (
@@ -20,6 +21,7 @@ from sqlalchemy import (
     insert,
     literal,
     select,
+    union,
     union_all,
     update,
 )
@@ -30,6 +32,7 @@ from dhub.store.tables import (
     agents,
     groups,
     marking_history,
+    resource_ancestors,
     resource_grants,
     resource_markings,
     resource_owners,
@@ -60,49 +63,66 @@ _OWNED_OR_GRANTED = union_all(
         resource_grants.c.principal_id.in_(bindparam("principals", expanding=True))
     ),
 ).subquery()
-# Each reachable resource with its markings (one row per marking, or one row with NULL).
-_REACH = select(
-    _OWNED_OR_GRANTED.c.resource_id, _OWNED_OR_GRANTED.c.scope, resource_markings.c.marking_id
-).select_from(
-    _OWNED_OR_GRANTED.outerjoin(
-        resource_markings, resource_markings.c.resource_id == _OWNED_OR_GRANTED.c.resource_id
-    )
+# Each resource owned or granted, and everything below it when it is a folder or collection
+# (DESIGN.md 2.2: access is inherited down the tree), with the scope (NULL: owned).
+_REACH = union_all(
+    select(_OWNED_OR_GRANTED.c.resource_id, _OWNED_OR_GRANTED.c.scope),
+    select(resource_ancestors.c.resource_id, _OWNED_OR_GRANTED.c.scope).select_from(
+        _OWNED_OR_GRANTED.join(
+            resource_ancestors, resource_ancestors.c.ancestor_id == _OWNED_OR_GRANTED.c.resource_id
+        )
+    ),
 )
 _RANK = {"viewer": 1, "runner": 2, "editor": 3}
+
+
+def _marked(held: Collection[str]) -> Any:
+    """Every resource carrying a marking outside ``held``, itself or on a container above it
+    (markings are inherited down the tree too)."""
+    own = select(resource_markings.c.resource_id)
+    below = select(resource_ancestors.c.resource_id).select_from(
+        resource_markings.join(
+            resource_ancestors, resource_ancestors.c.ancestor_id == resource_markings.c.resource_id
+        )
+    )
+    if held:
+        own = own.where(resource_markings.c.marking_id.not_in(list(held)))
+        below = below.where(resource_markings.c.marking_id.not_in(list(held)))
+    return union(own, below)
 
 
 @dataclass(frozen=True, slots=True)
 class Reach:
     """What a caller can see through its principals: the sorted ids of the resources they own
-    or were granted and whose every marking the caller holds, and the best scope granted on
-    each granted one."""
+    or were granted, themselves or through a folder or collection above them, and whose every
+    marking (inherited ones included) the caller holds; the best scope granted on each granted
+    one, and which are owned."""
 
     ids: list[str]
     grants: dict[str, str]
+    owned: frozenset[str] = frozenset()
 
 
 async def reach_of(conn: Conn, principals: Sequence[str], held: Collection[str]) -> Reach:
-    """Collected over the principal-first indexes in one statement (probing each principal per
-    agent scanned made a checked list page 17x slower than an unchecked one)."""
+    """Collected over the principal-first indexes (probing each principal per agent scanned
+    made a checked list page 17x slower than an unchecked one)."""
     ids: set[str] = set()
-    hidden: set[str] = set()
+    owned: set[str] = set()
     grants: dict[str, str] = {}
-    for resource_id, scope, marking in await conn.execute(_REACH, {"principals": list(principals)}):
+    for resource_id, scope in await conn.execute(_REACH, {"principals": list(principals)}):
         ids.add(resource_id)
-        if marking is not None and marking not in held:
-            hidden.add(resource_id)
-        if scope is not None and _RANK[scope] > _RANK.get(grants.get(resource_id, ""), 0):
+        if scope is None:
+            owned.add(resource_id)
+        elif _RANK[scope] > _RANK.get(grants.get(resource_id, ""), 0):
             grants[resource_id] = scope
-    return Reach(sorted(ids - hidden), grants)
+    hidden = {str(r[0]) for r in await conn.execute(_marked(held))}
+    return Reach(sorted(ids - hidden), grants, frozenset(owned - hidden))
 
 
 async def marked_beyond(conn: Conn, held: Collection[str]) -> list[str]:
-    """Resources carrying a marking outside ``held``: hidden from a caller holding ``held``,
-    admins included (DESIGN.md 2)."""
-    stmt = select(resource_markings.c.resource_id).distinct()
-    if held:
-        stmt = stmt.where(resource_markings.c.marking_id.not_in(list(held)))
-    return sorted(str(r[0]) for r in await conn.execute(stmt))
+    """Resources carrying a marking outside ``held``, themselves or above them: hidden from a
+    caller holding ``held``, admins included (DESIGN.md 2)."""
+    return sorted({str(r[0]) for r in await conn.execute(_marked(held))})
 
 
 class ReachCache:

@@ -186,6 +186,19 @@ resource_markings = Table(
     Index("ix_resource_markings_marking", "marking_id", "resource_id"),
 )
 
+# Where every resource sits (DESIGN.md 2.2), as a closure table: one row per resource and each
+# of its containers (its folder, that folder's folders up to the top, and its collection), with
+# how many levels up it is, plus the resource itself at depth 0. Inherited access and markings
+# are then one join, in either direction: a resource's chain, or a container's whole subtree.
+resource_ancestors = Table(
+    "resource_ancestors",
+    metadata,
+    Column("resource_id", String(64), primary_key=True),
+    Column("ancestor_id", String(64), primary_key=True),
+    Column("depth", Integer, nullable=False),
+    Index("ix_resource_ancestors_ancestor", "ancestor_id", "depth", "resource_id"),
+)
+
 # Every marking a resource ever carried (never removed, not even with the resource): its
 # audit entries are shown only to those who hold them all (DESIGN.md 2).
 marking_history = Table(

@@ -1,0 +1,84 @@
+"""What is in a folder or a collection, and the caller's home folder. Folders and collections
+themselves have the endpoints every resource has (routers/resources.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel
+
+from dhub.api.deps import Ctx
+from dhub.api.query import PAGE_PARAMETERS, parse_page
+from dhub.api.render import resource_json
+from dhub.api.responses import ERROR_RESPONSES, JSON
+from dhub.domain.agent import Owner, ShareScope
+
+router = APIRouter(tags=["folders"], responses=ERROR_RESPONSES)
+
+
+class Child(BaseModel):
+    """One resource in a folder or collection: its envelope, without its kind's own fields
+    (GET it at /api/v1/<category>s/<id> for those)."""
+
+    id: str
+    name: str
+    alias: str | None
+    category: str
+    type: str | None
+    collection_id: str | None
+    folder_id: str | None
+    tags: list[str] | None
+    description: str
+    markings: list[str]
+    effective_markings: list[str]
+    owners: list[Owner]
+    my_share_scope: ShareScope | None
+    is_builtin: bool
+    created_at: int
+    updated_at: int
+    version: int
+
+
+class ChildList(BaseModel):
+    data: list[Child]
+    next_cursor: str | None
+
+
+_PAGE: dict[str, Any] = {"parameters": PAGE_PARAMETERS}
+
+
+@router.get(
+    "/folders/home",
+    name="get_home_folder",
+    summary="The caller's home folder (where what it creates without folder_id goes)",
+)
+async def home(ctx: Ctx) -> Response:
+    view = await ctx.svc.folders.home(ctx.who)
+    return Response(resource_json(view), media_type="application/json")
+
+
+@router.get(
+    "/folders/{folder_id}/children",
+    response_model=ChildList,
+    openapi_extra=_PAGE,
+    name="list_folder_children",
+    summary="What is in a folder, of every kind, that the caller can see",
+)
+async def folder_children(folder_id: str, request: Request, ctx: Ctx) -> Response:
+    limit, cursor = parse_page(request.query_params)
+    page = await ctx.svc.folders.children(ctx.who, "folder", folder_id, limit, cursor)
+    return JSON({"data": page.data, "next_cursor": page.next_cursor})
+
+
+@router.get(
+    "/collections/{collection_id}/children",
+    response_model=ChildList,
+    openapi_extra=_PAGE,
+    name="list_collection_children",
+    summary="What is at a collection's top level, of every kind, that the caller can see",
+)
+async def collection_children(collection_id: str, request: Request, ctx: Ctx) -> Response:
+    limit, cursor = parse_page(request.query_params)
+    page = await ctx.svc.folders.children(ctx.who, "collection", collection_id, limit, cursor)
+    return JSON({"data": page.data, "next_cursor": page.next_cursor})

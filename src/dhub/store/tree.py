@@ -1,0 +1,195 @@
+"""Where resources sit (DESIGN.md 2.2): the containers above each one (its folder, that
+folder's folders up to the top, its collection) in the ``resource_ancestors`` closure table,
+and what a caller inherits from them. Repositories flush; services commit.
+
+A resource has one row per container above it (depth 1 is where it sits); one at the top has
+none. Reading a chain or a subtree is then a single indexed lookup either way, and moving a
+folder rewrites the rows of its subtree only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    bindparam,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    union_all,
+)
+
+from dhub.store.db import Conn
+from dhub.store.sharing import bump_epoch
+from dhub.store.tables import (
+    resource_ancestors,
+    resource_grants,
+    resource_markings,
+    resource_owners,
+)
+
+_A = resource_ancestors
+_RANK = {"viewer": 1, "runner": 2, "editor": 3}
+
+
+@dataclass(frozen=True, slots=True)
+class Inherited:
+    """What a caller's principals get from the containers above one resource: whether one of
+    them owns a container, the best scope granted on any, and every marking on any."""
+
+    owned: bool = False
+    grant: str | None = None
+    markings: frozenset[str] = field(default_factory=frozenset)
+
+    def best_grant(self, own: str | None) -> str | None:
+        """The better of ``own`` and the inherited grant."""
+        if own is None or _RANK.get(self.grant or "", 0) > _RANK[own]:
+            return self.grant
+        return own
+
+
+NOTHING = Inherited()
+
+
+_CHAIN = (
+    select(_A.c.ancestor_id, _A.c.depth)
+    .where(_A.c.resource_id == bindparam("resource_id"))
+    .order_by(_A.c.depth)
+)
+
+
+async def chain(conn: Conn, resource_id: str) -> list[str]:
+    """The containers above ``resource_id``, nearest first."""
+    return [row[0] for row in await conn.execute(_CHAIN, {"resource_id": resource_id})]
+
+
+async def place(conn: Conn, resource_id: str, parent_id: str | None) -> None:
+    """Record a new resource under ``parent_id`` (its folder, or its collection when it sits
+    at a collection's top level; None: at the top of everything)."""
+    if parent_id is None:
+        return
+    above = [(parent_id, 1)] + [(a, d + 1) for a, d in await _chain_rows(conn, parent_id)]
+    await conn.execute(
+        insert(_A), [{"resource_id": resource_id, "ancestor_id": a, "depth": d} for a, d in above]
+    )
+
+
+async def _chain_rows(conn: Conn, resource_id: str) -> list[tuple[str, int]]:
+    return [(str(a), int(d)) for a, d in await conn.execute(_CHAIN, {"resource_id": resource_id})]
+
+
+_SUBTREE = select(_A.c.resource_id, _A.c.depth).where(_A.c.ancestor_id == bindparam("root"))
+
+
+async def move(conn: Conn, resource_id: str, parent_id: str | None) -> None:
+    """Hang ``resource_id`` (and, for a folder, everything below it) under ``parent_id``.
+    The caller checked that ``parent_id`` is not inside ``resource_id``'s own subtree.
+    Who reaches what changes with it: the access epoch moves on (store/sharing.py)."""
+    await bump_epoch(conn)
+    subtree = [(resource_id, 0)] + [
+        (str(r), int(d)) for r, d in await conn.execute(_SUBTREE, {"root": resource_id})
+    ]
+    old = [a for a, _ in await _chain_rows(conn, resource_id)]
+    members = [r for r, _ in subtree]
+    if old:
+        for start in range(0, len(members), 500):  # bounded IN lists
+            await conn.execute(
+                delete(_A).where(
+                    _A.c.resource_id.in_(members[start : start + 500]), _A.c.ancestor_id.in_(old)
+                )
+            )
+    if parent_id is None:
+        return
+    above = [(parent_id, 1)] + [(a, d + 1) for a, d in await _chain_rows(conn, parent_id)]
+    rows = [
+        {"resource_id": r, "ancestor_id": a, "depth": below + d}
+        for r, below in subtree
+        for a, d in above
+    ]
+    await conn.execute(insert(_A), rows)
+
+
+async def remove(conn: Conn, resource_id: str) -> None:
+    """Forget where a deleted resource sat (a folder is deleted only when empty)."""
+    await conn.execute(delete(_A).where(_A.c.resource_id == resource_id))
+
+
+_CHILDREN = select(func.count()).where(_A.c.ancestor_id == bindparam("root"), _A.c.depth == 1)
+_INSIDE = select(_A.c.resource_id).where(
+    _A.c.resource_id == bindparam("inner"), _A.c.ancestor_id == bindparam("outer")
+)
+
+
+async def child_count(conn: Conn, container_id: str) -> int:
+    """How many resources sit directly in the folder or collection (visible or not)."""
+    return int((await conn.execute(_CHILDREN, {"root": container_id})).scalar() or 0)
+
+
+async def is_inside(conn: Conn, inner: str, outer: str) -> bool:
+    """Whether ``inner`` is ``outer`` or anywhere below it."""
+    if inner == outer:
+        return True
+    found = await conn.execute(_INSIDE, {"inner": inner, "outer": outer})
+    return found.first() is not None
+
+
+_ABOVE_IDS: BindParameter[Any] = bindparam("ids", expanding=True)
+_PRINCIPALS: BindParameter[Any] = bindparam("principals", expanding=True)
+_INHERITED = union_all(
+    select(_A.c.resource_id, literal("o").label("what"), resource_owners.c.principal_id)
+    .select_from(_A.join(resource_owners, resource_owners.c.resource_id == _A.c.ancestor_id))
+    .where(_A.c.resource_id.in_(_ABOVE_IDS), resource_owners.c.principal_id.in_(_PRINCIPALS)),
+    select(_A.c.resource_id, literal("g"), resource_grants.c.scope)
+    .select_from(_A.join(resource_grants, resource_grants.c.resource_id == _A.c.ancestor_id))
+    .where(_A.c.resource_id.in_(_ABOVE_IDS), resource_grants.c.principal_id.in_(_PRINCIPALS)),
+    select(_A.c.resource_id, literal("m"), resource_markings.c.marking_id)
+    .select_from(_A.join(resource_markings, resource_markings.c.resource_id == _A.c.ancestor_id))
+    .where(_A.c.resource_id.in_(_ABOVE_IDS)),
+)
+
+
+async def inherited(
+    conn: Conn, ids: Collection[str], principals: Sequence[str]
+) -> dict[str, Inherited]:
+    """What ``principals`` inherit on each of ``ids`` (those that inherit nothing are left
+    out), in one statement."""
+    if not ids:
+        return {}
+    owned: set[str] = set()
+    grants: dict[str, str] = {}
+    marks: dict[str, set[str]] = {}
+    params = {"ids": sorted(set(ids)), "principals": list(principals)}
+    for resource_id, what, value in await conn.execute(_INHERITED, params):
+        if what == "o":
+            owned.add(resource_id)
+        elif what == "g":
+            if _RANK[value] > _RANK.get(grants.get(resource_id, ""), 0):
+                grants[resource_id] = value
+        else:
+            marks.setdefault(resource_id, set()).add(value)
+    return {
+        r: Inherited(r in owned, grants.get(r), frozenset(marks.get(r, ())))
+        for r in owned | set(grants) | set(marks)
+    }
+
+
+def carries_unheld(id_column: Any, held: BindParameter[Any]) -> ColumnElement[bool]:
+    """SQL: the resource of ``id_column`` carries a marking outside ``held``, itself or on a
+    container above it."""
+    rm = resource_markings
+    own = select(rm.c.resource_id).where(
+        rm.c.resource_id == id_column, rm.c.marking_id.not_in(held)
+    )
+    above = (
+        select(_A.c.resource_id)
+        .select_from(_A.join(rm, rm.c.resource_id == _A.c.ancestor_id))
+        .where(_A.c.resource_id == id_column, rm.c.marking_id.not_in(held))
+    )
+    return or_(own.exists(), above.exists())
