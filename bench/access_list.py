@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import insert
+from sqlalchemy import delete, insert
 
 from dhub.access import policy
 from dhub.access.tokens import resolve
@@ -38,9 +38,11 @@ from dhub.store.tables import (
     groups,
     marking_members,
     markings,
+    resource_ancestors,
     resource_grants,
     resource_markings,
     resource_owners,
+    resources,
     users,
 )
 
@@ -113,6 +115,67 @@ async def seed(db: Database, n_agents: int, rng: random.Random) -> None:
         )
 
 
+FANOUT, LEVELS = 3, 5  # 3 + 9 + 27 + 81 + 243 folders; the agents in the 243 at the bottom
+
+
+async def into_tree(db: Database, n_agents: int, rng: random.Random) -> None:
+    """The same world with its grants and markings moved up a folder tree (issue 18): the
+    agents spread over the bottom folders of a 5-level tree; the user reaches about as many
+    agents as in the flat world, through grants on 4 third-level folders (to the user and to
+    three of its groups), and markings sit on folders (3 it holds, 1 it does not)."""
+    levels: list[list[str]] = []
+    rows, ancestors = [], []
+    parents: list[str | None] = [None]
+    for _ in range(LEVELS):
+        level = []
+        for parent in parents:
+            for _ in range(FANOUT):
+                folder = f"folder.{len(rows):08d}"
+                level.append(folder)
+                rows.append(
+                    {"id": folder, "category": "folder", "name": folder,
+                     "folder_key": parent or "", "folder_id": parent, "description": "",
+                     "version": 1, "document": "{}", "is_builtin": False,
+                     "created_by": "user.admin", "created_at": 1, "updated_at": 1}
+                )  # fmt: skip
+                if parent is not None:
+                    ancestors.append((folder, parent, 1))
+                    ancestors += [(folder, a, d + 1) for r, a, d in list(ancestors) if r == parent]
+        levels.append(level)
+        parents = list(level)
+    chain = {r: [(a, d) for rr, a, d in ancestors if rr == r] for r in levels[-1]}
+    leaves = levels[-1]
+    for i, agent in enumerate(_ids(n_agents)):
+        leaf = leaves[i % len(leaves)]
+        ancestors.append((agent, leaf, 1))
+        ancestors += [(agent, a, d + 1) for a, d in chain[leaf]]
+    grantees = ["user.bench", "group.g01", "group.g02", "group.g03"]
+    granted = rng.sample(levels[2], 4)
+    marked = rng.sample(levels[3], 4)
+    async with db.write() as conn:
+        await conn.execute(delete(resource_grants))
+        await conn.execute(delete(resource_markings))
+        await conn.execute(insert(resources), rows)
+        await conn.execute(
+            insert(resource_owners),
+            [{"resource_id": r["id"], "principal_id": "user.admin"} for r in rows],
+        )
+        await conn.execute(
+            insert(resource_ancestors),
+            [{"resource_id": r, "ancestor_id": a, "depth": d} for r, a, d in ancestors],
+        )
+        await conn.execute(
+            insert(resource_grants),
+            [{"resource_id": f, "principal_id": g, "scope": "runner"}
+             for f, g in zip(granted, grantees, strict=True)],
+        )  # fmt: skip
+        held = ["marking.m0", "marking.m1", "marking.m2", "marking.other"]
+        await conn.execute(
+            insert(resource_markings),
+            [{"resource_id": f, "marking_id": m} for f, m in zip(marked, held, strict=True)],
+        )  # fmt: skip
+
+
 async def pages(db: Database, visibility: repo.Visibility, cache: ReachCache) -> list[float]:
     """Time every page of one full listing, as AgentService.page reads it; seconds per page."""
     times, after = [], None
@@ -135,11 +198,13 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-async def main(n_agents: int, rounds: int) -> dict[str, Any]:
+async def main(n_agents: int, rounds: int, tree: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         db = Database(f"sqlite:///{Path(tmp) / 'bench.db'}")
         await db.migrate()
         await seed(db, n_agents, random.Random(7))
+        if tree:
+            await into_tree(db, n_agents, random.Random(7))
         async with db.read(snapshot=True) as conn:
             user = await resolve(conn, "user.bench", False)
         checked = policy.visible_agents(user)
@@ -192,8 +257,26 @@ def run() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--agents", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=20, help="full listings per side")
+    parser.add_argument(
+        "--tree", action="store_true", help="also the folder-tree world, against the flat one"
+    )
     args = parser.parse_args()
     result = asyncio.run(main(args.agents, args.rounds))
+    if args.tree:
+        tree = asyncio.run(main(args.agents, args.rounds, tree=True))
+        flat_page, tree_page = result["page_ms"]["checked"], tree["page_ms"]["checked"]
+        flat_first, tree_first = (
+            result["first_page_ms"]["checked"],
+            tree["first_page_ms"]["checked"],
+        )
+        seen = (tree["visible_to_user"], result["visible_to_user"])
+        print(f"folder tree: the user sees {seen[0]} (flat: {seen[1]})")
+        print(
+            f"page p50 ms: tree {tree_page['p50']:.3f}, flat {flat_page['p50']:.3f}: "
+            f"{tree_page['p50'] / flat_page['p50']:.2f}x (goal <= 1.5x)"
+        )
+        print(f"first page p50 ms: tree {tree_first['p50']:.3f}, flat {flat_first['p50']:.3f}: "
+              f"{tree_first['p50'] / flat_first['p50']:.2f}x")  # fmt: skip
     page = result["page_ms"]
     first = result["first_page_ms"]
     print(f"{result['agents']} agents; the user sees {result['visible_to_user']}")

@@ -379,9 +379,9 @@ def test_access_follows_owners_and_grants(client: TestClient) -> None:
         == 403
     )
     assert w.call(ed, "DELETE", url).status_code == 403
-    # The admin gave the tool away, but it still sits in the admin's home folder: owning the
-    # folder is owning what is in it (DESIGN.md 2.2).
-    assert ok(client.get(url))["my_share_scope"] == "owner"
+    # The tool still sits in the admin's home folder, which passes nothing down: given away
+    # is given away (DESIGN.md 2.2).
+    assert ok(client.get(url))["my_share_scope"] == "admin"
     assert ok(w.call(alice, "GET", url))["my_share_scope"] == "owner"
 
     ok(w.call(alice, "DELETE", f"{url}/grants/{vic}"), 204)

@@ -95,7 +95,7 @@ async def test_insert_get_update_delete(db: Database) -> None:
                 "email": "a@example.com",
             },
         ]
-        assert await repo.find_by_name(conn, None, "one") == "agent.1"
+        assert await repo.find_by_name(conn, "", "one") == "agent.1"
         assert await repo.find_by_name(conn, "folder", "one") is None
     async with db.write() as conn:
         await repo.update_agent(conn, "agent.1", {"version": 2, "document": "{}"})
@@ -204,13 +204,13 @@ async def test_snapshot_reads_do_not_see_later_commits(db: Database) -> None:
     async with db.write() as conn:
         await repo.insert_agent(conn, row("agent.1", "before"))
     async with db.read(snapshot=True) as snap:
-        assert await repo.find_by_name(snap, None, "before") == "agent.1"
+        assert await repo.find_by_name(snap, "", "before") == "agent.1"
         async with db.write() as conn:  # commits while the snapshot is open
             await repo.update_agent(conn, "agent.1", {"name": "after"})
-        assert await repo.find_by_name(snap, None, "before") == "agent.1"
-        assert await repo.find_by_name(snap, None, "after") is None
+        assert await repo.find_by_name(snap, "", "before") == "agent.1"
+        assert await repo.find_by_name(snap, "", "after") is None
     async with db.read() as fresh:
-        assert await repo.find_by_name(fresh, None, "after") == "agent.1"
+        assert await repo.find_by_name(fresh, "", "after") == "agent.1"
 
 
 async def test_reach_cache_is_never_stale(db: Database) -> None:

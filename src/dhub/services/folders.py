@@ -21,6 +21,7 @@ from dhub.services.agents import decode_cursor, encode_cursor
 from dhub.services.resources import ResourceService, ResourceView
 from dhub.store import agents as agent_repo
 from dhub.store import resources as repo
+from dhub.store import tree
 from dhub.store.db import Database
 from dhub.store.tables import resource_ancestors
 
@@ -63,14 +64,18 @@ class FolderService:
         """What sits directly in the folder (or at the collection's top level) that the
         caller can see, by id, one page at a time."""
         after = decode_cursor(cursor) if cursor else ""
-        await self.resources.get(principal, category, container_id)  # 404 unless visible
+        view = await self.resources.get(principal, category, container_id)  # 404 unless visible
+        home = placement.is_home(view.record)
         principals = sorted(principal.principal_ids)
         found: list[dict[str, Any]] = []
         window = limit + 1
         async with self.db.read(snapshot=True) as conn:
             while len(found) <= limit:
-                params = {"container": container_id, "after": after, "limit": window}
-                ids = [str(r[0]) for r in await conn.execute(_CHILDREN, params)]
+                if home:
+                    ids = await tree.home_children(conn, container_id, after, window)
+                else:
+                    params = {"container": container_id, "after": after, "limit": window}
+                    ids = [str(r[0]) for r in await conn.execute(_CHILDREN, params)]
                 agent_ids = [i for i in ids if i.startswith("agent.")]
                 rows: dict[str, Any] = dict(
                     await agent_repo.get_agents(conn, agent_ids, principals)

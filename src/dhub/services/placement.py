@@ -41,11 +41,14 @@ HOME_KEY = "home:"  # the folder_key of a home folder: one per user, whatever it
 class Placement:
     folder_id: str | None
     collection_id: str | None
+    home: bool = False  # the folder is a home folder
 
     @property
     def parent(self) -> str | None:
-        """The container the resource hangs under in the tree."""
-        return self.folder_id or self.collection_id
+        """The container the resource hangs under in the tree, from which it inherits. A home
+        folder is a place, not a way to share: it passes nothing down (what its user gave
+        away stays given away), so what sits in one hangs under nothing."""
+        return None if self.home else self.folder_id or self.collection_id
 
     @property
     def key(self) -> str:
@@ -102,7 +105,7 @@ async def drop_home(conn: Conn, user_id: str) -> None:
         resources.c.category == "folder", resources.c.folder_key == HOME_KEY + user_id
     )
     found: str | None = (await conn.execute(stmt)).scalar()
-    if found is not None and not await tree.child_count(conn, found):
+    if found is not None and not await tree.count_in_home(conn, found):
         await repo.delete_resource(conn, found)
 
 
@@ -140,9 +143,9 @@ async def resolve(
     if category == "collection":
         return NOWHERE
     if folder_id is not None:
-        _, error = await _container(conn, principal, "folder", folder_id, "/folder_id")
-        if error is not None:
-            raise InvalidInput([error])
+        row, error = await _container(conn, principal, "folder", folder_id, "/folder_id")
+        if error is not None or row is None:
+            raise InvalidInput([error] if error else [])
         stmt = _COLLECTION_OF.where(resources.c.id == folder_id)
         holds: str | None = (await conn.execute(stmt)).scalar()
         if collection_id is not None and collection_id != holds:
@@ -153,13 +156,13 @@ async def resolve(
                 "to put it in another collection, choose a folder of that collection."
             )
             raise InvalidInput([FieldError("/collection_id", message, "folder_collection")])
-        return Placement(folder_id, holds)
+        return Placement(folder_id, holds, is_home(row.record))
     if collection_id is not None:
         _, error = await _container(conn, principal, "collection", collection_id, "/collection_id")
         if error is not None:
             raise InvalidInput([error])
         return Placement(None, collection_id)
-    return Placement(await home_of(conn, principal.user_id), None)
+    return Placement(await home_of(conn, principal.user_id), None, home=True)
 
 
 async def moved(

@@ -29,10 +29,12 @@ from sqlalchemy import (
 from dhub.store.db import Conn
 from dhub.store.sharing import bump_epoch
 from dhub.store.tables import (
+    agents,
     resource_ancestors,
     resource_grants,
     resource_markings,
     resource_owners,
+    resources,
 )
 
 _A = resource_ancestors
@@ -132,6 +134,30 @@ async def child_count(conn: Conn, container_id: str) -> int:
     return int((await conn.execute(_CHILDREN, {"root": container_id})).scalar() or 0)
 
 
+async def count_in_home(conn: Conn, home_id: str) -> int:
+    """How many resources sit in a home folder (home folders pass nothing down, so what is in
+    one is found by its folder, not in the tree)."""
+    total = 0
+    for table in (agents, resources):
+        stmt = select(func.count()).where(table.c.folder_key == home_id)
+        total += int((await conn.execute(stmt)).scalar() or 0)
+    return total
+
+
+async def home_children(conn: Conn, home_id: str, after: str, limit: int) -> list[str]:
+    """The ids of what sits in a home folder, in order, after ``after``."""
+    found: list[str] = []
+    for table in (agents, resources):
+        stmt = (
+            select(table.c.id)
+            .where(table.c.folder_key == home_id, table.c.id > after)
+            .order_by(table.c.id)
+            .limit(limit)
+        )
+        found += [str(r[0]) for r in await conn.execute(stmt)]
+    return sorted(found)[:limit]
+
+
 async def is_inside(conn: Conn, inner: str, outer: str) -> bool:
     """Whether ``inner`` is ``outer`` or anywhere below it."""
     if inner == outer:
@@ -140,40 +166,53 @@ async def is_inside(conn: Conn, inner: str, outer: str) -> bool:
     return found.first() is not None
 
 
-_ABOVE_IDS: BindParameter[Any] = bindparam("ids", expanding=True)
-_PRINCIPALS: BindParameter[Any] = bindparam("principals", expanding=True)
-_INHERITED = union_all(
-    select(_A.c.resource_id, literal("o").label("what"), resource_owners.c.principal_id)
-    .select_from(_A.join(resource_owners, resource_owners.c.resource_id == _A.c.ancestor_id))
-    .where(_A.c.resource_id.in_(_ABOVE_IDS), resource_owners.c.principal_id.in_(_PRINCIPALS)),
-    select(_A.c.resource_id, literal("g"), resource_grants.c.scope)
-    .select_from(_A.join(resource_grants, resource_grants.c.resource_id == _A.c.ancestor_id))
-    .where(_A.c.resource_id.in_(_ABOVE_IDS), resource_grants.c.principal_id.in_(_PRINCIPALS)),
-    select(_A.c.resource_id, literal("m"), resource_markings.c.marking_id)
-    .select_from(_A.join(resource_markings, resource_markings.c.resource_id == _A.c.ancestor_id))
-    .where(_A.c.resource_id.in_(_ABOVE_IDS)),
+_CONTAINERS: BindParameter[Any] = bindparam("containers", expanding=True)
+_ABOVE = select(_A.c.resource_id, _A.c.ancestor_id).where(
+    _A.c.resource_id.in_(bindparam("ids", expanding=True))
 )
+# What is on the containers themselves; few rows, each by its primary key's first column.
+_RO, _RG, _RM = resource_owners.c, resource_grants.c, resource_markings.c
+# Principals are matched here rather than in SQL: an IN list on both key columns made SQLite
+# probe every (container, principal) pair.
+_ON_CONTAINERS = union_all(
+    select(_RO.resource_id, literal("o").label("what"), _RO.principal_id, literal(None))
+    .where(_RO.resource_id.in_(_CONTAINERS)),
+    select(_RG.resource_id, literal("g"), _RG.principal_id, _RG.scope)
+    .where(_RG.resource_id.in_(_CONTAINERS)),
+    select(_RM.resource_id, literal("m"), literal(None), _RM.marking_id)
+    .where(_RM.resource_id.in_(_CONTAINERS)),
+)  # fmt: skip
 
 
 async def inherited(
     conn: Conn, ids: Collection[str], principals: Sequence[str]
 ) -> dict[str, Inherited]:
     """What ``principals`` inherit on each of ``ids`` (those that inherit nothing are left
-    out), in one statement."""
+    out): the containers above them, then what is on those (two indexed lookups; one when
+    nothing is in a folder)."""
     if not ids:
+        return {}
+    above: dict[str, list[str]] = {}
+    for resource_id, ancestor_id in await conn.execute(_ABOVE, {"ids": sorted(set(ids))}):
+        above.setdefault(ancestor_id, []).append(resource_id)
+    if not above:
         return {}
     owned: set[str] = set()
     grants: dict[str, str] = {}
     marks: dict[str, set[str]] = {}
-    params = {"ids": sorted(set(ids)), "principals": list(principals)}
-    for resource_id, what, value in await conn.execute(_INHERITED, params):
-        if what == "o":
-            owned.add(resource_id)
-        elif what == "g":
-            if _RANK[value] > _RANK.get(grants.get(resource_id, ""), 0):
-                grants[resource_id] = value
-        else:
-            marks.setdefault(resource_id, set()).add(value)
+    mine = set(principals)
+    params = {"containers": sorted(above)}
+    for container, what, who, value in await conn.execute(_ON_CONTAINERS, params):
+        if what != "m" and who not in mine:
+            continue
+        for resource_id in above[container]:
+            if what == "o":
+                owned.add(resource_id)
+            elif what == "g":
+                if _RANK[value] > _RANK.get(grants.get(resource_id, ""), 0):
+                    grants[resource_id] = value
+            else:
+                marks.setdefault(resource_id, set()).add(value)
     return {
         r: Inherited(r in owned, grants.get(r), frozenset(marks.get(r, ())))
         for r in owned | set(grants) | set(marks)

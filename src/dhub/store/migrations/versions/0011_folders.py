@@ -105,7 +105,8 @@ def upgrade() -> None:
 
 
 def _move_home(conn: sa.Connection, table: str, homes: dict[str, str]) -> None:
-    """Every top-level row of ``table`` into its creator's home folder."""
+    """Every top-level row of ``table`` into its creator's home folder (a home folder passes
+    nothing down, so it is no one's ancestor in resource_ancestors)."""
     where = "folder_key = '' AND collection_id IS NULL"
     if table == "resources":
         where += " AND category NOT IN ('folder', 'collection')"
@@ -122,13 +123,6 @@ def _move_home(conn: sa.Connection, table: str, homes: dict[str, str]) -> None:
                 "WHERE id = :id"
             ),
             {"home": home, "doc": _dumps(doc), "id": resource_id},
-        )
-        conn.execute(
-            sa.text(
-                "INSERT INTO resource_ancestors (resource_id, ancestor_id, depth) "
-                "VALUES (:id, :home, 1)"
-            ),
-            {"id": resource_id, "home": home},
         )
 
 
