@@ -19,6 +19,7 @@ from typer.testing import CliRunner, Result
 from dhub.cli.main import app
 from dhub.client import Client
 from tests.conftest import ADMIN_TOKEN, FIXTURES, invalid_fixtures, load_json, valid_fixtures
+from tests.integration.test_agents_api import container, home
 
 TRIAGE = FIXTURES / "valid" / "workflow_triage.json"
 
@@ -112,19 +113,22 @@ def test_apply_accepts_get_output(dhub: Any, tmp_path: Path) -> None:
     assert result.stdout.startswith(f"updated ticket-triage ({agent_id}, version 2)")
 
 
-def test_apply_matches_by_name_within_the_folder(dhub: Any, api: Client, tmp_path: Path) -> None:
+def test_apply_matches_by_name_within_the_folder(
+    dhub: Any, api: Client, client: TestClient, tmp_path: Path
+) -> None:
     doc = load_json(TRIAGE)
+    f1 = container(client, "folders", "f1")
     top = dhub("agents", "apply", "-f", write(tmp_path / "top.json", doc))
-    in_folder = dhub("agents", "apply", "-f", write(tmp_path / "f.json", doc | {"folder_id": "f1"}))
+    in_folder = dhub("agents", "apply", "-f", write(tmp_path / "f.json", doc | {"folder_id": f1}))
     assert top.stdout.startswith("created")
     assert in_folder.stdout.startswith("created")
 
-    changed = doc | {"folder_id": "f1", "description": "Only the one in f1."}
+    changed = doc | {"folder_id": f1, "description": "Only the one in f1."}
     result = dhub("agents", "apply", "-f", write(tmp_path / "f.json", changed))
     assert result.stdout.startswith("updated")
     found = api.find_agent_by_name("ticket-triage")
     assert found is not None
-    assert found["folder_id"] is None
+    assert found["folder_id"] == home(client)  # the one applied without a folder
     assert found["description"] == doc["description"]
 
 

@@ -19,7 +19,7 @@ from tests.conftest import ADMIN_TOKEN, ROOT, load_json, valid_fixtures
 
 EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if p.suffix in (".json", ".yaml"))
 ENVELOPE = {"id", "created_at", "updated_at", "owners", "my_share_scope", "is_builtin", "item",
-            "version", "markings"}  # fmt: skip
+            "version", "markings", "effective_markings"}  # fmt: skip
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from typer.testing import CliRunner, Result
 from dhub.cli.main import app
 from dhub.client import AmbiguousName, Client, NotFound, UnknownName
 from tests.conftest import ADMIN_TOKEN, FIXTURES, load_json
+from tests.integration.test_agents_api import container, home
 from tests.integration.test_conversations_api import ECHO
 from tests.support.cli import commands
 
@@ -178,19 +179,20 @@ def test_by_name(dhub: Callable[..., Result], api: Client, name: str) -> None:
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_an_ambiguous_name_lists_the_candidates(
-    dhub: Callable[..., Result], api: Client, name: str
+    dhub: Callable[..., Result], api: Client, client: TestClient, name: str
 ) -> None:
     command = COMMANDS[name]
     top = api.create_agent(command.doc)["id"]
-    filed = api.create_agent({**command.doc, "folder_id": "folder.team-a"})["id"]
+    team = container(client, "folders", "team-a")
+    filed = api.create_agent({**command.doc, "folder_id": team})["id"]
     command.setup(api, top)
     before = api.get_agent(top)
     result = invoke(dhub, command, "ticket-triage")
     assert result.exit_code == 1, result.output
     assert result.stderr.splitlines() == [
         "Error: 2 agents you can see are named 'ticket-triage':",
-        f"  {top}  at the top level (no folder)",
-        f"  {filed}  in folder folder.team-a",
+        f"  {top}  in folder {home(client)}",
+        f"  {filed}  in folder {team}",
         "Give the id of the one you mean.",
     ]
     assert result.stdout == ""
@@ -262,9 +264,10 @@ def test_sdk_methods_take_a_name(api: Client) -> None:
         api.get_agent(agent_id)
 
 
-def test_sdk_ambiguous_and_unknown_names(api: Client) -> None:
+def test_sdk_ambiguous_and_unknown_names(api: Client, client: TestClient) -> None:
     top = api.create_agent(TRIAGE)["id"]
-    filed = api.create_agent({**TRIAGE, "folder_id": "folder.team-a"})["id"]
+    team = container(client, "folders", "team-a")
+    filed = api.create_agent({**TRIAGE, "folder_id": team})["id"]
     with pytest.raises(AmbiguousName) as caught:
         api.start_run("ticket-triage", {"ticket": "x"})
     assert [m["id"] for m in caught.value.matches] == [top, filed]
@@ -276,4 +279,4 @@ def test_sdk_ambiguous_and_unknown_names(api: Client) -> None:
         api.get_agent(NOBODY)
     assert type(by_id.value) is NotFound
     # The folder's copy, by id, is unaffected by the name's ambiguity.
-    assert api.get_agent(filed)["folder_id"] == "folder.team-a"
+    assert api.get_agent(filed)["folder_id"] == team

@@ -14,7 +14,7 @@ from tests.conftest import invalid_fixtures, load_json, valid_fixtures
 # Keys the response adds to a Create body: the server's envelope and unset nullable fields.
 SERVER_KEYS = {
     "id", "item", "version", "markings", "created_at", "updated_at", "owners",
-    "my_share_scope", "is_builtin", "collection_id", "folder_id",
+    "my_share_scope", "is_builtin", "collection_id", "folder_id", "effective_markings",
 }  # fmt: skip
 
 

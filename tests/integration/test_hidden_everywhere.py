@@ -181,23 +181,34 @@ def _fill(path: str, names: list[str], kind: str, hidden_id: str) -> str | None:
 def test_a_name_taken_by_what_the_caller_cannot_see_names_no_holder(client: TestClient) -> None:
     w = World(client)
     alice = w.user("alice")
-    hidden_agent = ok(client.post(f"{API}/agents", json=react("taken")), 201)["id"]
-    hidden_tool = ok(client.post(f"{API}/tools", json=resource_doc("tool")), 201)["id"]
-    mine = ok(w.call(alice, "POST", f"{API}/agents", react("mine")), 201)["id"]
+    marking = w.marking("m", holders=[])
+    # A folder alice may edit, holding an agent and a tool she cannot see (marked).
+    shared = ok(client.post(f"{API}/folders", json={"name": "shared"}), 201)["id"]
+    ok(client.post(f"{API}/folders/{shared}/grants",
+                   json={"principal_id": alice, "scope": "editor"}), 201)  # fmt: skip
+    hidden_agent = ok(client.post(f"{API}/agents", json=react("taken", folder_id=shared)), 201)[
+        "id"
+    ]
+    tool = {**resource_doc("tool"), "folder_id": shared}
+    hidden_tool = ok(client.post(f"{API}/tools", json=tool), 201)["id"]
+    for path in (f"agents/{hidden_agent}", f"tools/{hidden_tool}"):
+        ok(client.post(f"{API}/{path}/markings", json={"marking_id": marking}))
+    mine = ok(w.call(alice, "POST", f"{API}/agents", react("mine", folder_id=shared)), 201)["id"]
     attempts = [
-        w.call(alice, "POST", f"{API}/agents", react("taken")),
+        w.call(alice, "POST", f"{API}/agents", react("taken", folder_id=shared)),
         w.call(alice, "PATCH", f"{API}/agents/{mine}", {"name": "taken"}),
-        w.call(alice, "POST", f"{API}/tools", resource_doc("tool")),
+        w.call(alice, "POST", f"{API}/tools", tool),
     ]
     for response in attempts:
         assert response.status_code == 409, response.text
         assert hidden_agent not in response.text and hidden_tool not in response.text
         assert "already taken" in response.json()["detail"]
     # Once alice may read the holder, the message points her to it.
-    ok(client.post(f"{API}/agents/{hidden_agent}/grants",
-                   json={"principal_id": alice, "scope": "viewer"}), 201)  # fmt: skip
-    response = w.call(alice, "POST", f"{API}/agents", react("taken"))
+    ok(client.delete(f"{API}/agents/{hidden_agent}/markings/{marking}"))
+    response = w.call(alice, "POST", f"{API}/agents", react("taken", folder_id=shared))
     assert response.status_code == 409 and hidden_agent in response.json()["detail"]
+    # Everyone else has a home folder of their own: the same name never collides there.
+    ok(w.call(alice, "POST", f"{API}/agents", react("taken")), 201)
 
 
 def test_a_conversation_cursor_is_never_a_hidden_conversation(client: TestClient) -> None:

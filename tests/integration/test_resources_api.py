@@ -106,7 +106,7 @@ def test_crud_and_versions(client: TestClient, kind: str) -> None:
     )
     envelope = {"id", "name", "alias", "category", "type", "collection_id", "folder_id", "tags"}
     envelope |= {"description", "markings", "created_at", "updated_at", "owners"}
-    envelope |= {"my_share_scope", "is_builtin", "item", "version"}
+    envelope |= {"my_share_scope", "is_builtin", "item", "version", "effective_markings"}
     assert envelope <= set(body) and envelope <= set(agent)
 
     item = f"{url}/{body['id']}"

@@ -294,8 +294,7 @@ def agent_documents(draw: Draw) -> dict[str, Any]:
         "alias": maybe(text),
         "category": st.just("agent"),
         "type": maybe(ident),
-        "collection_id": maybe(ident),
-        "folder_id": maybe(ident),
+        # folder_id and collection_id name real containers: tests/integration/test_folders.py
         "tags": maybe(st.lists(ident, max_size=3, unique=True)),
         "input_mode": st.sampled_from(["chat", "event"]),
         "tables": st.lists(ident, max_size=2),

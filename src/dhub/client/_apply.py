@@ -8,8 +8,9 @@ from typing import Any
 # Mirrors dhub.domain.agent.SERVER_OWNED_FIELDS; copied rather than imported so the SDK does not
 # pull in the server's domain package (and pydantic) for one tuple.
 SERVER_OWNED_FIELDS = frozenset(
-    ("id", "created_at", "updated_at", "owners", "my_share_scope", "is_builtin", "item", "version")
-)
+    ("id", "created_at", "updated_at", "owners", "my_share_scope", "is_builtin", "item", "version",
+     "effective_markings")
+)  # fmt: skip
 # Only the marking endpoints change markings; the stored agent's own markings are never nulled.
 READ_ONLY_FIELDS = SERVER_OWNED_FIELDS | {"markings"}
 

@@ -220,13 +220,16 @@ class Client(AccessMixin, RunsMixin, ConversationsMixin):
         found = self.get_agent(agent)
         return {k: v for k, v in found.items() if k not in READ_ONLY_FIELDS}
 
+    def home_folder(self) -> dict[str, Any]:
+        """Your home folder, where what you create without ``folder_id`` goes."""
+        return self._object("GET", "/folders/home")
+
     def find_agent_by_name(self, name: str, folder_id: str | None = None) -> Agent | None:
-        """The agent named exactly ``name`` in ``folder_id`` (None: the top level), if any."""
-        # An absent folder_id means "any folder" to the server: the top level is picked here.
+        """The agent named exactly ``name`` in ``folder_id`` (None: your home folder), if any."""
+        # An absent folder_id means "any folder" to the server: the home folder is named here.
+        folder_id = folder_id or self.home_folder()["id"]
         for agent in self.iter_agents(name=name, folder_id=folder_id):
-            if agent.get("name") == name and (agent.get("folder_id") or None) == (
-                folder_id or None
-            ):
+            if agent.get("name") == name and agent.get("folder_id") == folder_id:
                 return agent
         return None
 

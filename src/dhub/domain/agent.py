@@ -37,6 +37,7 @@ SERVER_OWNED_FIELDS = (
     "is_builtin",
     "item",
     "version",
+    "effective_markings",
 )
 
 

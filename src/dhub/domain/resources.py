@@ -50,6 +50,8 @@ REFERENCE_USE: dict[str, str] = {
     "actor": "run",
     "role": "run",
     "agent": "run",
+    "folder": "edit",  # to place something in it
+    "collection": "edit",
 }
 
 

@@ -27,9 +27,9 @@ from dhub.domain.errors import FieldError, Forbidden, InvalidInput
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.resources import HOME, unreachable
 from dhub.services.references import UNREACHABLE
-from dhub.store import audit, tree
 from dhub.store import resources as repo
 from dhub.store import sharing as shares
+from dhub.store import tree
 from dhub.store.agents import AgentRow
 from dhub.store.db import Conn
 from dhub.store.tables import resources, users
@@ -94,7 +94,6 @@ async def home_of(conn: Conn, user_id: str) -> str:
     )  # fmt: skip
     await repo.insert_version(conn, folder_id, 1, document, user_id, now)
     await shares.add_owners(conn, folder_id, [user_id])
-    await audit.record(conn, user_id, "folder.create", folder_id, None, 1)
     return folder_id
 
 

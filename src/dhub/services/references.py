@@ -268,7 +268,8 @@ class Reach:
 
 
 _ACTION: dict[str, policy.Action] = {
-    kind: "read" if use == "read" else "run" for kind, use in REFERENCE_USE.items()
+    kind: "read" if use == "read" else "edit" if use == "edit" else "run"
+    for kind, use in REFERENCE_USE.items()
 }
 
 
