@@ -4,11 +4,14 @@ API on SQLite and PostgreSQL, as an attacker would try it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from dhub.client import Client
+from dhub.services.examples import read_document
 from tests.integration.test_sharing_api import BUILDER, World, ok, react
 
 API = "/api/v1"
@@ -250,3 +253,19 @@ def test_home_folders_and_emptiness(t: Tree) -> None:
     # A user whose home folder is empty goes with it.
     assert t.w.client.delete(f"{API}/users/{t.carol}").status_code == 204
     assert t.call("admin", "GET", f"folders/{home['id']}").status_code == 404
+
+
+def test_two_users_apply_the_same_example_and_each_gets_their_own(t: Tree) -> None:
+    example = read_document(Path(__file__).parents[2] / "examples" / "ticket_triage.json")
+    made = {}
+    for who in ("bob", "carol"):
+        user = getattr(t, who)
+        sdk = Client(str(t.w.client.base_url), t.w.tokens[user], http=t.w.client)
+        first = sdk.apply_agent(example)
+        assert first.action == "created", who
+        again = sdk.apply_agent(example)  # found again by name, in the user's own home
+        assert again.action == "unchanged" and again.agent["id"] == first.agent["id"]
+        made[who] = first.agent
+    assert made["bob"]["id"] != made["carol"]["id"]
+    assert made["bob"]["folder_id"] != made["carol"]["folder_id"]
+    assert not t.sees("carol", f"agents/{made['bob']['id']}")
