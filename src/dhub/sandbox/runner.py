@@ -29,6 +29,10 @@ from dhub.sandbox.pool import WarmPool
 from dhub.sandbox.schemas import CallInputError, CallOutputError, check_inputs, check_outputs
 from dhub.sandbox.worker import FunctionResult, Limits, Worker
 
+# Tries to start a sandbox with network: slirp4netns attaching to the namespace while
+# bubblewrap sets up its loopback fails now and then (bwrap: "loopback: Failed RTM_NEWADDR", or
+# a broken pipe: a few in a hundred starts, six at a time on two cores), and a new start works.
+_NETWORK_STARTS = 3
 # Each sandbox of a root server runs as its own unprivileged user, picked from this range, so
 # a process limit counts that sandbox alone and sandboxes cannot signal each other.
 _UIDS = range(200_000, 265_000)
@@ -170,7 +174,11 @@ class SandboxRunner:
         }
 
         async def start() -> tuple[Worker | None, FunctionResult]:
-            return await Worker.start(launch, {**setup, "uid": self._uid()}, limits)
+            for _ in range(_NETWORK_STARTS if call.network else 1):
+                worker, result = await Worker.start(launch, {**setup, "uid": self._uid()}, limits)
+                if worker is not None or result.kind != "sandbox":
+                    break
+            return worker, result
 
         async with self._slots:  # the call's time starts when it runs, not while it queues
             return await self.pool.call(key, start, call.inputs, seconds, self.settings.warm)
