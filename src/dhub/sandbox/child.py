@@ -405,13 +405,15 @@ def _processes(keep: set[int]) -> list[int]:
 
 
 def _started(pid: int) -> bytes:
-    """When the process started (b"" when it is gone, or a zombie)."""
+    """When the process started; b"" when it is gone, a zombie, or being killed (a process
+    with SIGKILL pending can take a while to go, and would be gone by the next call)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             fields = f.read().rsplit(b")", 1)[1].split()
-    except (OSError, IndexError):
+        killed = int(fields[28]) & 1 << (signal.SIGKILL - 1)  # its pending signals
+    except (OSError, IndexError, ValueError):
         return b""
-    return b"" if fields[0] == b"Z" else fields[19]
+    return b"" if killed or fields[0] in (b"Z", b"X") else fields[19]
 
 
 def _threads(pid: int) -> int:

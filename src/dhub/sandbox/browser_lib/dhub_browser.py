@@ -24,9 +24,9 @@ event loop as running while it is in use; outside the blocks it is not, so the t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Generic, TypeVar
 
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
@@ -34,6 +34,7 @@ __all__ = ["browser", "browser_page"]
 
 EXECUTABLE = "/usr/lib/chromium/chromium"  # the sandbox says which (start)
 _state: dict[str, Any] = {"depth": 0}
+T = TypeVar("T")
 
 
 def start(executable: str | None = None) -> None:
@@ -41,6 +42,7 @@ def start(executable: str | None = None) -> None:
     global EXECUTABLE
     if executable:
         EXECUTABLE = executable
+    _pause()  # a driver that died leaves its loop marked running
     manager = sync_playwright()
     _state["playwright"] = manager.start()
     _state["manager"] = manager
@@ -48,43 +50,82 @@ def start(executable: str | None = None) -> None:
     _pause()
 
 
-@contextmanager
-def browser(**launch: Any) -> Iterator[Browser]:
-    """A headless Chromium for the block; ``launch`` goes to Playwright's
+def browser(**launch: Any) -> _Opened[Browser]:
+    """A headless Chromium for the ``with`` block; ``launch`` goes to Playwright's
     ``chromium.launch()`` (``args``, ``timeout``, ``slow_mo``, ...), its executable is the
     system's."""
-    _state["depth"] += 1
-    try:
-        launched = _playwright().chromium.launch(executable_path=EXECUTABLE, **launch)
+    return _Opened(launch, lambda launched: launched)
+
+
+def browser_page(**context: Any) -> _Opened[Page]:
+    """A page in a fresh browser context, in a Chromium of its own, for the ``with`` block;
+    ``context`` goes to Playwright's ``browser.new_context()`` (``viewport``, ``user_agent``,
+    ``locale``, ...)."""
+    return _Opened({}, lambda launched: launched.new_context(**context).new_page())
+
+
+class _Opened(Generic[T]):
+    """The browser for a ``with`` block. A class, not a generator: one the tool drops without
+    leaving the block does nothing when it is collected (closing it then, from inside another
+    Playwright call, would hang); what it left running ends with the call."""
+
+    def __init__(self, launch: dict[str, Any], give: Callable[[Browser], T]) -> None:
+        self._launch = launch
+        self._give = give
+        self._browser: Browser | None = None
+
+    def __enter__(self) -> T:
+        _state["depth"] += 1
         try:
-            yield launched
+            try:
+                self._browser = self._start()
+            except Exception:
+                if not _driver_gone():
+                    raise
+                # The driver died since the last call: a new one for this call (the worker
+                # is replaced after it: the supervisor keeps only the driver it saw start).
+                start()
+                self._browser = self._start()
+            return self._give(self._browser)
+        except BaseException:
+            self._leave()
+            raise
+
+    def _start(self) -> Browser:
+        return _playwright().chromium.launch(executable_path=EXECUTABLE, **self._launch)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:  # fmt: skip
+        self._leave()
+
+    def _leave(self) -> None:
+        try:
+            if self._browser is not None:
+                self._browser.close()
         finally:
-            launched.close()
-    finally:
-        _state["depth"] -= 1
-        if not _state["depth"]:
-            _pause()
-
-
-@contextmanager
-def browser_page(**context: Any) -> Iterator[Page]:
-    """A page in a fresh browser context for the block; ``context`` goes to Playwright's
-    ``browser.new_context()`` (``viewport``, ``user_agent``, ``locale``, ...)."""
-    with browser() as launched:
-        yield launched.new_context(**context).new_page()
+            self._browser = None
+            _state["depth"] -= 1
+            if not _state["depth"]:
+                _pause()
 
 
 def _playwright() -> Playwright:
-    """The running driver, started again when it is gone (the worker is replaced after such
-    a call: the supervisor keeps only the driver it saw start)."""
-    manager = _state.get("manager")
-    # No public way to ask whether the driver is still connected: the fiber that runs
-    # Playwright's event loop ends when the connection does.
-    if manager is None or manager._dispatcher_fiber.dead:
+    """The driver, its event loop marked running for the sync API's calls."""
+    if _driver_gone():
         start()
     asyncio.events._set_running_loop(_state["loop"])
     playwright: Playwright = _state["playwright"]
     return playwright
+
+
+def _driver_gone() -> bool:
+    # No public way to ask whether the driver is still connected: its client's close promise
+    # settles when the connection ends (seen once a call ran into it).
+    manager = _state.get("manager")
+    client = getattr(manager, "_client", None)
+    return client is None or bool(client._close_promise.done())
 
 
 def _pause() -> None:
