@@ -62,9 +62,11 @@ class Browser:
         # Fonts configured, so pages render their text in screenshots and PDFs.
         if Path("/etc/fonts").is_dir():
             args += ["--ro-bind", "/etc/fonts", "/etc/fonts"]
-        home = str(Path(self.chromium).parent)
-        if not home.startswith("/usr/"):  # a Chromium of its own place: its files with it
-            args += ["--ro-bind", home, home]
+        home = Path(self.chromium).parent
+        if not home.is_relative_to("/usr"):  # a Chromium of its own place: its files with it
+            for parent in reversed(home.parents[:-1]):  # traversable by the sandbox's user
+                args += ["--perms", "0755", "--dir", str(parent)]
+            args += ["--ro-bind", str(home), str(home)]
         # Shared memory of no file would escape RLIMIT_DATA (see above): no /dev/zero to map.
         # A bind without devices (bubblewrap's --ro-bind) makes opening it fail with EACCES.
         args += ["--ro-bind", "/dev/null", "/dev/zero"]
