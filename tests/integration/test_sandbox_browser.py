@@ -245,6 +245,7 @@ def main() -> dict:
         "address_space_mb": limit(resource.RLIMIT_AS),
         "data_mb": limit(resource.RLIMIT_DATA),
         "processes": resource.getrlimit(resource.RLIMIT_NPROC)[0],
+        "open_files": resource.getrlimit(resource.RLIMIT_NOFILE)[0],
         "browser_packages": os.path.isdir("/sandbox/browser"),
         "shared_anonymous": outcome(lambda: mmap.mmap(-1, 1 << 20)),
         "dev_zero": outcome(lambda: open("/dev/zero", "rb").close()),
@@ -266,6 +267,7 @@ async def test_a_browser_tool_is_bounded_by_its_writable_memory(runner: SandboxR
         "address_space_mb": 256 << 10,
         "data_mb": 1536,
         "processes": 256,
+        "open_files": 1024,
         "browser_packages": True,
         "shared_anonymous": "EPERM",  # the browser variant of the seccomp filter
         "dev_zero": "EACCES",
@@ -286,6 +288,7 @@ async def test_a_tool_without_require_browser_keeps_the_strict_limits(
         "address_space_mb": 1536,
         "data_mb": None,
         "processes": 64,
+        "open_files": 256,
         "browser_packages": False,
         "shared_anonymous": "ok",
         "dev_zero": "ok",

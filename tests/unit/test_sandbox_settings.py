@@ -51,7 +51,8 @@ def test_browser_tools_settings_come_from_the_environment(
     browser = defaults.limits.for_child(with_browser=True)
     plain = defaults.limits.for_child()
     assert browser["data"] == plain["memory"] == 1536 << 20 and "data" not in plain
-    assert (browser["memory"], browser["processes"]) == (256 << 30, 256)
+    assert browser["memory"] == 256 << 30
+    assert (browser["processes"], browser["open_files"]) == (256, 1024)
     monkeypatch.setenv("DHUB_SANDBOX_CHROMIUM", "/opt/chromium/chrome")
     monkeypatch.setenv("DHUB_SANDBOX_BROWSER_PROCESSES", "400")
     chosen = SandboxSettings.from_env(tmp_path)

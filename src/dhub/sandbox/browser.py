@@ -24,7 +24,7 @@ count is shared memory, so a browser tool gets none outside its sized tmpfs: sha
 neither: it keeps its shared memory in files of ``/tmp``). The address space is still capped
 (``ADDRESS_SPACE``) so a process cannot fill the machine's page tables with mappings of nothing.
 A browser with a page open runs about 120 threads, which ``RLIMIT_NPROC`` counts: hence its own
-process limit.
+process limit; and more descriptors than a function needs.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ INSIDE = "/sandbox/browser"
 # it only reads (at most 512 MiB, after some 60 million page faults of CPU time).
 ADDRESS_SPACE = 256 << 30
 PROCESSES = 256
+# Chromium's browser process holds about 100 descriptors, and some 15 more for each page open.
+OPEN_FILES = 1024
 HELPER = Path(__file__).with_name("browser_lib") / "dhub_browser.py"
 _PACKAGES = ("playwright", "greenlet")
 

@@ -95,6 +95,7 @@ class Limits:
             limits["data"] = self.address_space
             limits["memory"] = max(browser.ADDRESS_SPACE, self.address_space)
             limits["processes"] = self.browser_processes
+            limits["open_files"] = max(self.open_files, browser.OPEN_FILES)
         return limits
 
 
