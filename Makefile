@@ -4,8 +4,8 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test install install-dev uv-available sandbox-tools browser-tools web lint \
-        typecheck bench clean
+.PHONY: run test install install-dev uv-available sandbox-tools browser-tools browser-runtime \
+        web lint typecheck bench clean
 
 # uv manages the virtualenv; install it with pip when the machine has none.
 UV := $(shell command -v uv 2>/dev/null)
@@ -60,16 +60,29 @@ $(BIN)/npm:
 
 web: $(CONSOLE)
 
-# The console's tests drive Debian's Chromium (nothing is downloaded at test time).
-browser-tools:
-	@command -v chromium >/dev/null 2>&1 || { \
+# Debian's Chromium: tools with require_browser run it in their sandbox (docs/sandbox.md,
+# "Browser tools"), and the console's tests drive it; nothing is downloaded at run time.
+# `make install` only warns when it cannot install it (browser tools then fail saying what to
+# install), and skips it with DHUB_BROWSER_TOOLS=off; `make test` needs it.
+INSTALL_CHROMIUM = command -v chromium >/dev/null 2>&1 || { \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get install -y -q chromium >/dev/null 2>&1 || \
-	  { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q chromium >/dev/null; } || \
-	  { echo "The console's browser tests need Chromium (Debian: apt-get install chromium)." >&2; \
-	    exit 1; }; }
+	  { $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q chromium >/dev/null; }; }
 
-install: uv-available sandbox-tools
+browser-tools:
+	@$(INSTALL_CHROMIUM) || { echo "The browser tests need Chromium (Debian: apt-get install" \
+	  "chromium)." >&2; exit 1; }
+
+browser-runtime:
+ifeq ($(DHUB_BROWSER_TOOLS),off)
+	@echo "DHUB_BROWSER_TOOLS=off: Chromium is not installed; tools with require_browser fail" \
+	      "until it is (apt-get install chromium)." >&2
+else
+	@$(INSTALL_CHROMIUM) || echo "WARNING: could not install Chromium (Debian: apt-get install" \
+	  "chromium): tools with require_browser fail until it is installed." >&2
+endif
+
+install: uv-available sandbox-tools browser-runtime
 	@$(UV) sync --quiet --frozen --inexact --no-dev --group web  # --inexact: keep make test's tools
 
 install-dev: uv-available sandbox-tools
@@ -94,6 +107,7 @@ bench: uv-available
 	$(BIN)/python bench/access_list.py
 	$(BIN)/python bench/engine_overhead.py
 	$(BIN)/python bench/sandbox.py
+	$(BIN)/python bench/browser.py
 	$(BIN)/python bench/runs.py
 	$(BIN)/python bench/providers.py
 	$(BIN)/python bench/react.py

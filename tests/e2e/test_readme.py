@@ -52,7 +52,7 @@ SAYS = {
         "you> hello\n#1: HELLO\nyou> again\n#2: AGAIN\n",  # the piped chat
         "{'turns': 2}",  # the SDK's conversation
     ],
-    "examples/README.md": ['"headline": "Disk almost full on db-1"'],
+    "examples/README.md": ['"headline": "Disk almost full on db-1"', '"title": "Hello, browser"'],
     "docs/workflows.md": ['"total": 14'],
 }
 # Error statuses the text shows on purpose, by file: {status: how many times}.

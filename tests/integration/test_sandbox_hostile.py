@@ -299,6 +299,23 @@ async def test_network_option_reaches_out_but_not_the_hosts_loopback(
     await assert_still_serves(runner)
 
 
+async def test_a_networked_function_reads_its_name_servers_and_tls_roots(
+    runner: SandboxRunner,
+) -> None:
+    """With ``network=True`` the sandbox's /etc stays readable by its user (on a root server
+    it once was root's alone): slirp4netns' name server, and the TLS roots of /etc/ssl."""
+    source = (
+        "import ssl\n\ndef main():\n"
+        "    return {'resolv': open('/etc/resolv.conf').read(),\n"
+        "            'roots': ssl.create_default_context().cert_store_stats()['x509_ca']}\n"
+    )
+    result = await run(runner, source, network=True)
+    assert result.ok, result
+    assert result.value["resolv"] == "nameserver 10.0.2.3\n"
+    assert result.value["roots"] > 0
+    await assert_still_serves(runner)
+
+
 # -- processes -------------------------------------------------------------------------------
 
 FORK_BOMB = (

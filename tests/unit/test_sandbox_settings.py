@@ -39,3 +39,21 @@ def test_temporary_files_take_their_share_of_the_memory_limit(
     with pytest.raises(ValueError, match=r"DHUB_SANDBOX_SCRATCH_MB must be .* less than"):
         SandboxSettings.from_env(tmp_path)
     assert min(scratch_sizes(0).values()) == 4096  # never 0, which bubblewrap reads as no limit
+
+
+def test_browser_tools_settings_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    defaults = SandboxSettings.from_env(tmp_path)
+    assert defaults.chromium == "/usr/lib/chromium/chromium"
+    assert defaults.limits.browser_processes == 256
+    # A browser tool's memory share is its writable memory, under a far higher address space.
+    browser = defaults.limits.for_child(with_browser=True)
+    plain = defaults.limits.for_child()
+    assert browser["data"] == plain["memory"] == 1536 << 20 and "data" not in plain
+    assert browser["memory"] == 256 << 30
+    assert (browser["processes"], browser["open_files"]) == (256, 1024)
+    monkeypatch.setenv("DHUB_SANDBOX_CHROMIUM", "/opt/chromium/chrome")
+    monkeypatch.setenv("DHUB_SANDBOX_BROWSER_PROCESSES", "400")
+    chosen = SandboxSettings.from_env(tmp_path)
+    assert (chosen.chromium, chosen.limits.browser_processes) == ("/opt/chromium/chrome", 400)

@@ -136,6 +136,7 @@ class FunctionRequest:
     parameters: dict[str, Any] | None = None
     outputs: dict[str, Any] | None = None
     decorators: tuple[dict[str, Any], ...] = ()
+    browser: bool = False
 
 
 def function_request(
@@ -176,6 +177,7 @@ def function_request(
         ),
         outputs=dict(function.outputs) or None,
         decorators=tuple(d.model_dump(mode="json") for d in function.decorators),
+        browser=getattr(item, "require_browser", False) is True,
     )
 
 

@@ -60,6 +60,7 @@ class ReactTool:
     network: bool = False
     outputs: dict[str, Any] | None = None
     decorators: tuple[dict[str, Any], ...] = ()
+    browser: bool = False  # require_browser
 
     def definition(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description,

@@ -156,6 +156,7 @@ def _tool(item: Any, kind: str) -> ReactTool:
         network=options.get("network") is True,
         outputs=dict(function.outputs) or None,
         decorators=tuple(d.model_dump(mode="json") for d in function.decorators),
+        browser=isinstance(item, AgentToolConfig) and item.require_browser,
     )
 
 

@@ -76,7 +76,7 @@ def _run(loop: Loop, call: dict[str, Any], tool: ReactTool, arguments: dict[str,
         CallFunction(
             call["command"], loop.node.id, tool.source, dict(arguments), tool.timeout,
             tool.entry, tool.dependencies, loop.frame, tool.network, tool.parameters,
-            tool.outputs, tool.decorators,
+            tool.outputs, tool.decorators, browser=tool.browser,
         )
     )  # fmt: skip
 

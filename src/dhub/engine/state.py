@@ -73,6 +73,7 @@ class CallFunction:
     parameters: dict[str, Any] | None = None  # JSON schema the inputs must fit (tools, actors)
     outputs: dict[str, Any] | None = None  # name -> JSON schema the result must hold
     decorators: tuple[dict[str, Any], ...] = ()  # {decorator, name, arguments}
+    browser: bool = False  # a tool with require_browser: headless Chromium in its sandbox
 
 
 @dataclass(frozen=True)

@@ -199,6 +199,7 @@ class Walk:
                 request.parameters,
                 request.outputs,
                 request.decorators,
+                browser=request.browser,
             )
         )
 

@@ -72,6 +72,7 @@ class SandboxFunctions:
                 parameters=request.parameters,
                 outputs=request.outputs,
                 decorators=request.decorators,
+                browser=request.browser,
             )
         )
         if result.ok:

@@ -21,16 +21,22 @@ alive, runs no more threads than after loading, and that no other process was le
 empties ``/tmp``, ``/work`` and ``/dev/shm``. Only then does it answer the server, with
 ``reusable`` from those checks, never from anything the function says.
 
+A tool with ``require_browser`` has one more process: Playwright's driver, which the function's
+process starts before it loads the source (browser.py). The supervisor waits for that moment,
+before any of the tool's code has run, and keeps the processes it then sees between calls (and
+the worker only while they all live); everything started later is ended after each call.
+
 Protocol with the server, one JSON document per line: stdin line 1, the setup ``{"source",
-"entry", "uid", "limits", "own_pid_namespace", "scratch"}``, answered by ``{"seq": 0, "kind":
-"ready"}`` or the loading error; every further stdin line a call ``{"seq", "inputs", "cpu"}``,
-answered by ``{"seq", "kind", "value" | "type", "message", "traceback", "reusable"}``.
+"entry", "uid", "limits", "own_pid_namespace", "scratch", "browser"}``, answered by ``{"seq": 0,
+"kind": "ready"}`` or the loading error; every further stdin line a call ``{"seq", "inputs",
+"cpu"}``, answered by ``{"seq", "kind", "value" | "type", "message", "traceback", "reusable"}``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import importlib
 import json
 import linecache
 import os
@@ -99,26 +105,38 @@ class Function:
         self.control: socket.socket | None = None
         self.watch: int | None = None  # a descriptor readable once it ended
         self.spoiled = False  # it did what no call of an honest function does
+        # Processes started before the source loaded (a browser tool's driver), kept between
+        # calls: pid -> its start time, so a pid used again later is not taken for one.
+        self.kept: dict[int, bytes] = {}
 
     def start(self) -> dict[str, Any]:
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         theirs.shutdown(socket.SHUT_WR)  # calls reach it; nothing goes back this way
         result_r, result_w = os.pipe()
+        # Closed by the function's process once what it starts before the source is running.
+        ready_r, ready_w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the function's process
             try:
                 mine.close()
                 os.close(result_r)
-                _function_process(self.setup, theirs.detach(), result_w)
+                os.close(ready_r)
+                _function_process(self.setup, theirs.detach(), result_w, ready_w)
             except BaseException:
                 traceback.print_exc()
             finally:
                 os._exit(70)
         theirs.close()
         os.close(result_w)
+        os.close(ready_w)
         mine.setblocking(False)  # a function that stops reading calls fails, not this process
         self.pid, self.control = pid, mine
         self.watch = _pidfd(pid)
+        while os.read(ready_r, 1):  # to its end: closed, or the function's process died
+            pass
+        os.close(ready_r)
+        if self.setup.get("browser"):
+            self.kept = {p: _started(p) for p in _processes({os.getpid(), pid})}
         answer = self._collect(result_r, None, {"ready", *KINDS} - {"ok"})
         # What loading started stays: a library's thread pool, a helper process (which the
         # first call's clean-up ends, and with it this worker's reuse).
@@ -210,7 +228,15 @@ class Function:
         alive = not self._reap_function()
         threads = _threads(self.pid) if alive else 0
         wiped = _wipe(self.scratch)
-        return alive and wiped and not left and not self.spoiled and 0 < threads <= self.threads
+        kept = len(self.living_kept()) == len(self.kept)
+        return (
+            alive and wiped and kept and not left and not self.spoiled
+            and 0 < threads <= self.threads
+        )  # fmt: skip
+
+    def living_kept(self) -> set[int]:
+        """The kept processes still there (the same processes, not their pids used again)."""
+        return {pid for pid, started in self.kept.items() if _started(pid) == started}
 
 
 class _Exchange:
@@ -329,7 +355,7 @@ def _end_others(function: Function) -> bool:
     """Kill every process but this one and the function's, until none is left; whether there
     were any. Under bubblewrap that is the whole PID namespace; without it, this process
     group."""
-    keep = {os.getpid(), function.pid}
+    keep = {os.getpid(), function.pid, *function.living_kept()}
     found = False
     for _ in range(200):
         _reap(function)
@@ -376,6 +402,18 @@ def _processes(keep: set[int]) -> list[int]:
         if fields[0] != b"Z" and (ALONE or int(fields[2]) == group):
             found.append(int(entry))
     return found
+
+
+def _started(pid: int) -> bytes:
+    """When the process started; b"" when it is gone, a zombie, or being killed (a process
+    with SIGKILL pending can take a while to go, and would be gone by the next call)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        killed = int(fields[28]) & 1 << (signal.SIGKILL - 1)  # its pending signals
+    except (OSError, IndexError, ValueError):
+        return b""
+    return b"" if killed or fields[0] in (b"Z", b"X") else fields[19]
 
 
 def _threads(pid: int) -> int:
@@ -452,20 +490,23 @@ class _Lines:
 # -- the function's process ----------------------------------------------------------------
 
 
-def _function_process(setup: dict[str, Any], control: int, result_w: int) -> None:
+def _function_process(setup: dict[str, Any], control: int, result_w: int, ready_w: int) -> None:
     """Keep only stdout/stderr, the control socket and the load's result pipe; set the limits;
-    load the source; then serve calls until the supervisor goes."""
+    start a browser tool's driver; load the source; then serve calls until the supervisor
+    goes."""
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(2, 1)  # the user's prints (and any C library writes to fd 1) go to stderr
-    _close_all_but({0, 1, 2, control, result_w})
+    _close_all_but({0, 1, 2, control, result_w, ready_w})
     sys.stdin = open(0, closefd=False)  # noqa: SIM115 - an empty stdin, not the supervisor's
     sys.stdout = sys.stderr
     _prctl(4, 1)  # its own /proc entries readable again by itself (and only its user)
     if not ALONE:
         _die_with_parent()
     _limit(setup.get("limits") or {})
-    entry, problem = _load(setup["source"], setup.get("entry"))
+    problem = _start_browser(setup.get("browser"))
+    os.close(ready_w)  # none of the source has run: what runs now is ours (Function.start)
+    entry, problem = (None, problem) if problem else _load(setup["source"], setup.get("entry"))
     _send(result_w, problem or {"kind": "ready"})
     if entry is None:
         os._exit(0)
@@ -529,6 +570,7 @@ def _drop_privileges(uid: int | None) -> None:
 def _limit(limits: dict[str, Any]) -> None:
     pairs = {
         "memory": resource.RLIMIT_AS,
+        "data": resource.RLIMIT_DATA,  # browser tools: their memory limit (browser.py)
         "processes": resource.RLIMIT_NPROC,
         "file_size": resource.RLIMIT_FSIZE,
         "open_files": resource.RLIMIT_NOFILE,
@@ -555,6 +597,21 @@ def _cpu_budget(seconds: float) -> None:
         # Below the hard limit, so the kernel sends SIGXCPU (a timeout), not SIGKILL.
         soft = max(1, min(soft, hard - 1))
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def _start_browser(browser: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A tool with require_browser: put its packages first on the path and start Playwright's
+    driver (browser_lib/dhub_browser.py); None when it runs, else why not."""
+    if not browser:
+        return None
+    sys.path[:0] = [str(place) for place in browser.get("path") or ()]
+    try:
+        helper = importlib.import_module("dhub_browser")
+        helper.start(browser.get("executable"))
+    except BaseException as exc:
+        message = f"the browser could not start (Playwright's driver): {exc}"
+        return {"kind": "exception", "type": "BrowserUnavailable", "message": message}
+    return None
 
 
 def _load(source: str, wanted: str | None) -> tuple[Any, dict[str, Any] | None]:

@@ -2,14 +2,16 @@
 alternative (DESIGN.md 5).
 
 Under bubblewrap the function sees a new root made of read-only binds (``/usr``, a few files of
-``/etc``, the Python installation, its dependency environment and the child program), a
-private ``/tmp``, ``/dev/shm`` and working directory ``/work`` (empty tmpfs, each of a fixed
-size carved out of the memory limit), its own ``/proc`` and ``/dev``, and new PID, IPC, UTS
-and network namespaces (no network unless the function's options ask for it); the root and
-``/dev`` are read-only, and the seccomp filter of seccomp.py refuses the system calls that
-would widen any of it. None of the server's files, environment variables or secrets exist
-there. The child program is the namespace's PID 1 (``--as-pid-1``): a supervisor that drops to
-an unprivileged user of its own and runs the function in a process of its own (child.py).
+``/etc``, the Python installation, its dependency environment and the child program), a private
+``/tmp``, ``/dev/shm`` and working directory ``/work`` (empty tmpfs, each of a fixed size carved
+out of the memory limit), its own ``/proc`` and ``/dev``, and new PID, IPC, UTS and network
+namespaces (no network unless the function's options ask for it); the root and ``/dev`` are
+read-only, and the seccomp filter of seccomp.py refuses the system calls that would widen any of
+it. None of the server's files, environment variables or secrets exist there. A tool with
+``require_browser`` also sees Playwright and its helper under ``/sandbox/browser``, and runs
+under the browser variant of the filter (browser.py). The child program is the namespace's PID 1
+(``--as-pid-1``): a supervisor that drops to an unprivileged user of its own and runs the
+function in a process of its own (child.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from dhub.sandbox.browser import Browser
 from dhub.sandbox.envs import base_python
 from dhub.sandbox.errors import SandboxUnavailable
 from dhub.sandbox.network import Launched, launch_with_outbound_network
@@ -61,12 +64,12 @@ class Isolation(Protocol):
 
     def command(
         self, python: str, env: str | None, network: bool, scratch: int = 0,
-        seccomp: int | None = None,
+        seccomp: int | None = None, browser: Browser | None = None,
     ) -> list[str]:  # fmt: skip
         """The argv starting the child program with the interpreter ``python``, in the
         dependency environment ``env`` (a virtual environment made from it), or with no
         site-packages at all when there is none: a function without dependencies sees the
-        standard library only."""
+        standard library only (and, with ``browser``, what a browser tool needs)."""
         ...
 
     @property
@@ -75,8 +78,9 @@ class Isolation(Protocol):
         ...
 
     async def launch(
-        self, python: str, venv: str | None, network: bool, scratch: int, **options: Any
-    ) -> Launched:
+        self, python: str, venv: str | None, network: bool, scratch: int,
+        browser: Browser | None = None, **options: Any,
+    ) -> Launched:  # fmt: skip
         """Start the child program in the dependency environment ``venv``, with ``scratch``
         bytes for its writable places (``options`` go to the subprocess: pipes, limits, its
         environment variables)."""
@@ -97,11 +101,13 @@ class Bubblewrap:
         return True
 
     async def launch(
-        self, python: str, venv: str | None, network: bool, scratch: int, **options: Any
-    ) -> Launched:
-        seccomp = _filter()  # its own descriptor: bubblewrap reads it from the current offset
+        self, python: str, venv: str | None, network: bool, scratch: int,
+        browser: Browser | None = None, **options: Any,
+    ) -> Launched:  # fmt: skip
+        # Its own descriptor: bubblewrap reads it from the current offset.
+        seccomp = _filter(browser is not None)
         try:
-            argv = self.command(python, venv, network, scratch, seccomp)
+            argv = self.command(python, venv, network, scratch, seccomp, browser)
             options["pass_fds"] = (*options.get("pass_fds", ()), seccomp)
             if network:  # a namespace of its own still, connected to the outside only
                 return await launch_with_outbound_network(argv, **options)
@@ -111,7 +117,7 @@ class Bubblewrap:
 
     def command(
         self, python: str, env: str | None, network: bool, scratch: int = 0,
-        seccomp: int | None = None,
+        seccomp: int | None = None, browser: Browser | None = None,
     ) -> list[str]:  # fmt: skip
         args = [self.bwrap, "--die-with-parent", "--new-session", "--as-pid-1"]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -141,6 +147,8 @@ class Bubblewrap:
         args += ["--ro-bind", str(CHILD), CHILD_INSIDE]
         if env is not None:  # always at the same place inside: no host path to depend on
             args += ["--ro-bind", env, ENV_INSIDE]
+        if browser is not None:
+            args += browser.binds()
         # Nothing else is writable: the new root and /dev are tmpfs, unsized, and made
         # read-only once everything is in place (device nodes stay usable).
         args += ["--remount-ro", "/dev", "--remount-ro", "/"]
@@ -191,14 +199,15 @@ class Unsafe:
         return False
 
     async def launch(
-        self, python: str, venv: str | None, network: bool, scratch: int, **options: Any
-    ) -> Launched:
+        self, python: str, venv: str | None, network: bool, scratch: int,
+        browser: Browser | None = None, **options: Any,
+    ) -> Launched:  # fmt: skip
         argv = self.command(python, venv, network, scratch)
         return Launched(await asyncio.create_subprocess_exec(*argv, **options))
 
     def command(
         self, python: str, env: str | None, network: bool, scratch: int = 0,
-        seccomp: int | None = None,
+        seccomp: int | None = None, browser: Browser | None = None,
     ) -> list[str]:  # fmt: skip
         interpreter = f"{env}/bin/python" if env else python
         return [interpreter, *_python_flags(env is not None), str(CHILD)]
@@ -217,15 +226,16 @@ _ENVIRONMENT = {
 }
 
 
-def _filter() -> int:
-    """A descriptor holding the compiled seccomp filter, read from its start."""
+def _filter(browser: bool = False) -> int:
+    """A descriptor holding the compiled seccomp filter (the browser tools' variant with
+    ``browser``), read from its start."""
     fd = os.memfd_create("dhub-seccomp")
-    os.write(fd, _PROGRAM)
+    os.write(fd, _PROGRAMS[browser])
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
 
 
-_PROGRAM = program()
+_PROGRAMS = {False: program(), True: program(browser=True)}
 
 
 def _python_flags(site: bool) -> list[str]:

@@ -63,7 +63,11 @@ async def launch_with_outbound_network(argv: list[str], **options: Any) -> Launc
     os.write(dns_w, RESOLV_CONF)
     os.close(dns_w)
     extra = ["--info-fd", str(info_w), "--block-fd", str(block_r)]
-    extra += ["--ro-bind-data", str(dns_r), "/etc/resolv.conf"]
+    # /etc first, as isolation.py makes it (traversable by the sandbox's user): made by this
+    # first bind instead, it would be root's alone, and on a root server the function could
+    # read neither its name servers nor the TLS roots of /etc/ssl.
+    extra += ["--perms", "0755", "--dir", "/etc"]
+    extra += ["--perms", "0444", "--ro-bind-data", str(dns_r), "/etc/resolv.conf"]
     try:
         proc = await asyncio.create_subprocess_exec(
             argv[0], *extra, *argv[1:],

@@ -1,11 +1,11 @@
 """The sandbox runner: every call of user Python goes through here (DESIGN.md 5).
 
-A call names its function (source, entry point, dependencies, network option) and its owner
-(the agent version and node it belongs to). The runner makes sure the dependency environment
-exists, then runs the call on a warm worker of that exact function and owner, or on a fresh
-one. If the configured isolation cannot start on this machine, every call fails with a
-``sandbox`` error saying why: user code never runs unisolated unless the operator chose
-``DHUB_SANDBOX=unsafe``.
+A call names its function (source, entry point, dependencies, network option, whether it
+requires a browser) and its owner (the agent version and node it belongs to). The runner makes
+sure the dependency environment exists, then runs the call on a warm worker of that exact
+function and owner, or on a fresh one. If the configured isolation cannot start on this machine,
+every call fails with a ``sandbox`` error saying why: user code never runs unisolated unless the
+operator chose ``DHUB_SANDBOX=unsafe``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dhub.sandbox.browser import CHROMIUM, PROCESSES, find_browser
 from dhub.sandbox.decorators import Clock, Decorators, Policy
 from dhub.sandbox.envs import DependencyError, Environments, base_python
 from dhub.sandbox.isolation import SCRATCH, Bubblewrap, Isolation, SandboxUnavailable, Unsafe
@@ -28,6 +29,10 @@ from dhub.sandbox.pool import WarmPool
 from dhub.sandbox.schemas import CallInputError, CallOutputError, check_inputs, check_outputs
 from dhub.sandbox.worker import FunctionResult, Limits, Worker
 
+# Tries to start a sandbox with network: slirp4netns attaching to the namespace while
+# bubblewrap sets up its loopback fails now and then (bwrap: "loopback: Failed RTM_NEWADDR", or
+# a broken pipe: a few in a hundred starts, six at a time on two cores), and a new start works.
+_NETWORK_STARTS = 3
 # Each sandbox of a root server runs as its own unprivileged user, picked from this range, so
 # a process limit counts that sandbox alone and sandboxes cannot signal each other.
 _UIDS = range(200_000, 265_000)
@@ -48,6 +53,7 @@ class FunctionCall:
     parameters: dict[str, Any] | None = None  # JSON schema the inputs must fit
     outputs: dict[str, Any] | None = None  # name -> JSON schema the result must hold
     decorators: tuple[dict[str, Any], ...] = ()
+    browser: bool = False  # a tool with require_browser: headless Chromium (browser.py)
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,7 @@ class SandboxSettings:
     # thousand runs reaching a code node together start a thousand interpreters and the
     # machine does nothing else (bench/scale.py measured it): none finished in 30 s.
     concurrency: int = field(default_factory=lambda: default_concurrency())
+    chromium: str = CHROMIUM  # the browser of tools with require_browser
 
     @classmethod
     def from_env(cls, data_dir: Path) -> SandboxSettings:
@@ -80,6 +87,7 @@ class SandboxSettings:
             memory_bytes=memory,
             scratch_bytes=None if scratch is None else int(scratch) << 20,
             processes=int(env.get("DHUB_SANDBOX_PROCESSES", 64)),
+            browser_processes=int(env.get("DHUB_SANDBOX_BROWSER_PROCESSES") or PROCESSES),
             output_bytes=int(env.get("DHUB_SANDBOX_OUTPUT_BYTES", 1 << 20)),
         )
         return cls(
@@ -92,6 +100,7 @@ class SandboxSettings:
             idle_per_key=int(env.get("DHUB_SANDBOX_WARM_PER_FUNCTION") or 2),
             idle_total=int(env.get("DHUB_SANDBOX_WARM_TOTAL") or 64),
             concurrency=int(env.get("DHUB_SANDBOX_CONCURRENCY") or default_concurrency()),
+            chromium=env.get("DHUB_SANDBOX_CHROMIUM") or CHROMIUM,
         )
 
 
@@ -123,7 +132,10 @@ class SandboxRunner:
                 check_inputs(call.parameters, call.inputs)
             except CallInputError as exc:
                 return FunctionResult("invalid_input", message=str(exc))
-        key = (call.owner, _digest(call.source), call.entry, call.dependencies, call.network)
+        key = (
+            call.owner, _digest(call.source), call.entry, call.dependencies, call.network,
+            call.browser,
+        )  # fmt: skip
         policy = Policy.of(call.decorators)
 
         async def invoke(seconds: float) -> FunctionResult:
@@ -141,6 +153,9 @@ class SandboxRunner:
         unavailable = await self._unavailable()
         if unavailable:
             return FunctionResult("sandbox", message=unavailable)
+        browser = find_browser(self.settings.chromium) if call.browser else None
+        if isinstance(browser, str):
+            return FunctionResult("sandbox", message=browser)
         try:
             env = await self.environments.ensure(call.dependencies)
         except DependencyError as exc:
@@ -148,17 +163,22 @@ class SandboxRunner:
         limits = self.settings.limits
         launch = functools.partial(
             self.isolation.launch, base_python(), str(env) if env else None, call.network,
-            limits.scratch,
+            limits.scratch, browser,
         )  # fmt: skip
         setup = {
             "source": call.source,
             "entry": call.entry,
             "own_pid_namespace": self.isolation.own_pid_namespace,
             "scratch": list(SCRATCH),  # emptied after every call
+            "browser": browser.setup(self.isolation.name == "bubblewrap") if browser else None,
         }
 
         async def start() -> tuple[Worker | None, FunctionResult]:
-            return await Worker.start(launch, {**setup, "uid": self._uid()}, limits)
+            for _ in range(_NETWORK_STARTS if call.network else 1):
+                worker, result = await Worker.start(launch, {**setup, "uid": self._uid()}, limits)
+                if worker is not None or result.kind != "sandbox":
+                    break
+            return worker, result
 
         async with self._slots:  # the call's time starts when it runs, not while it queues
             return await self.pool.call(key, start, call.inputs, seconds, self.settings.warm)

@@ -25,6 +25,14 @@ Refused with EPERM:
 
 ``clone3`` answers ENOSYS: its flags live in memory a filter cannot read, and the C library
 then falls back to ``clone``, whose flags it can.
+
+Tools with ``require_browser`` run Chromium, which needs none of the calls above with its own
+sandbox off (``--no-sandbox``: bubblewrap is the sandbox; it tries ``memfd_create`` for shared
+memory and falls back to files in the sized ``/tmp``). Their filter refuses one more thing
+instead: ``mmap`` of shared anonymous memory. Their memory limit is ``RLIMIT_DATA`` (V8 reserves
+more address space than ``RLIMIT_AS`` could bound, browser.py), which counts private writable
+memory only; shared anonymous memory is in no file and no data segment, so it would be
+unbounded (``/dev/zero``, the other way to it, is not there for them: isolation.py).
 """
 
 from __future__ import annotations
@@ -124,6 +132,10 @@ _CLONE = (56, 220)
 _CLONE3 = (435, 435)
 _UNSHARE = (272, 97)
 _PRLIMIT64 = (302, 261)
+_MMAP = (9, 222)
+_ARG3_LOW = _ARG0_LOW + 3 * 8  # mmap's flags
+_MAP_SHARED = 0x01  # also set in MAP_SHARED_VALIDATE (0x03)
+_MAP_ANONYMOUS = 0x20
 
 
 @dataclass
@@ -138,12 +150,14 @@ def _ret(value: int) -> _Op:
     return _Op(_RET_K, value)
 
 
-def _arch_block(which: int) -> list[tuple[str | None, _Op]]:
+def _arch_block(which: int, browser: bool) -> list[tuple[str | None, _Op]]:
     """The checks of one architecture (``which``: 0 x86_64, 1 aarch64), entered with the
     system call number loaded."""
     ops: list[tuple[str | None, _Op]] = []
     if which == 0:
         ops.append((None, _Op(_JGE_K, _X32_BIT, "deny")))
+    if browser:
+        ops.append((None, _Op(_JEQ_K, _MMAP[which], "mmap")))
     ops.append((None, _Op(_JEQ_K, _CLONE[which], "clone")))
     # unshare whatever its flags: besides namespaces it only splits what a process shares
     # with its threads, which no function needs.
@@ -158,17 +172,18 @@ def _arch_block(which: int) -> list[tuple[str | None, _Op]]:
     return ops
 
 
-def program() -> bytes:
-    """The filter as bubblewrap reads it: an array of ``struct sock_filter``."""
+def program(browser: bool = False) -> bytes:
+    """The filter as bubblewrap reads it: an array of ``struct sock_filter``; ``browser``: the
+    variant for tools with ``require_browser`` (see above)."""
     ops: list[tuple[str | None, _Op]] = [
         (None, _Op(_LD_W_ABS, _ARCH)),
         (None, _Op(_JEQ_K, AUDIT_ARCH_X86_64, "x86_64")),
         (None, _Op(_JEQ_K, AUDIT_ARCH_AARCH64, "aarch64")),
         (None, _ret(_RET_KILL_PROCESS)),
         ("x86_64", _Op(_LD_W_ABS, _NR)),
-        *_arch_block(0),
+        *_arch_block(0, browser),
         ("aarch64", _Op(_LD_W_ABS, _NR)),
-        *_arch_block(1),
+        *_arch_block(1, browser),
         # clone: refused with a namespace flag, allowed otherwise (threads, fork).
         ("clone", _Op(_LD_W_ABS, _ARG0_LOW)),
         (None, _Op(_JSET_K, _NAMESPACE_FLAGS, "deny")),
@@ -176,11 +191,21 @@ def program() -> bytes:
         # prlimit64: the caller's own limits (pid 0, as setrlimit asks) only.
         ("prlimit", _Op(_LD_W_ABS, _ARG0_LOW)),
         (None, _Op(_JEQ_K, 0, "allow", "deny")),
+        *(_shared_anonymous() if browser else []),
         ("allow", _ret(_RET_ALLOW)),
         ("deny", _ret(_RET_ERRNO | errno.EPERM)),
         ("nosys", _ret(_RET_ERRNO | errno.ENOSYS)),
     ]
     return _assemble(ops)
+
+
+def _shared_anonymous() -> list[tuple[str | None, _Op]]:
+    """mmap: refused when both shared and anonymous, allowed otherwise."""
+    return [
+        ("mmap", _Op(_LD_W_ABS, _ARG3_LOW)),
+        (None, _Op(_JSET_K, _MAP_ANONYMOUS, 0, "allow")),
+        (None, _Op(_JSET_K, _MAP_SHARED, "deny", "allow")),
+    ]
 
 
 def _assemble(ops: list[tuple[str | None, _Op]]) -> bytes:

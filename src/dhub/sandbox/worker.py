@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from dhub.sandbox import browser
 from dhub.sandbox.errors import SandboxUnavailable
 from dhub.sandbox.network import Launched
 
@@ -60,11 +61,13 @@ class Limits:
     files of /tmp, /work and /dev/shm (tmpfs, which is memory no address space counts; a
     quarter unless ``scratch_bytes`` says otherwise), the rest the function's address space
     (RLIMIT_AS, which counts what a process maps, not only what it touches: give numeric
-    libraries room)."""
+    libraries room). A browser tool's processes get that same memory as RLIMIT_DATA instead,
+    under a far higher address-space cap, and ``browser_processes`` (browser.py)."""
 
     memory_bytes: int = 2 << 30
     scratch_bytes: int | None = None
     processes: int = 64
+    browser_processes: int = browser.PROCESSES
     output_bytes: int = 1 << 20
     file_size_bytes: int = 64 << 20
     open_files: int = 256
@@ -79,8 +82,8 @@ class Limits:
     def address_space(self) -> int:
         return max(self.memory_bytes - self.scratch, 1 << 20)
 
-    def for_child(self) -> dict[str, int]:
-        return {
+    def for_child(self, with_browser: bool = False) -> dict[str, int]:
+        limits = {
             "memory": self.address_space,
             "output": self.output_bytes,
             "processes": self.processes,
@@ -88,6 +91,12 @@ class Limits:
             "open_files": self.open_files,
             "cpu": self.worker_cpu_seconds,
         }
+        if with_browser:
+            limits["data"] = self.address_space
+            limits["memory"] = max(browser.ADDRESS_SPACE, self.address_space)
+            limits["processes"] = self.browser_processes
+            limits["open_files"] = max(self.open_files, browser.OPEN_FILES)
+        return limits
 
 
 class Worker:
@@ -124,7 +133,8 @@ class Worker:
         worker = cls(launched, limits)
         try:
             answer = await worker._exchange(
-                {**setup, "limits": limits.for_child()}, limits.start_seconds
+                {**setup, "limits": limits.for_child(bool(setup.get("browser")))},
+                limits.start_seconds,
             )
         except BaseException:  # cancelled while starting (a shutdown): leave nothing open
             await asyncio.shield(worker.stop())
