@@ -1,5 +1,6 @@
 """The identity and sharing half of ``Client``: users, groups, markings, tokens, the audit
-log, and who may use an agent, a folder, a collection or any other resource. Each method is one call to the endpoint of the same name."""
+log, and who may use an agent, a folder, a collection or any other resource. Each method is
+one call to the endpoint of the same name."""
 
 from __future__ import annotations
 

@@ -73,9 +73,8 @@ class FoldersMixin:
         if is_id("folder", folder):
             return self.get_folder(folder)
         found = list(self.iter_folders(name=folder))
-        if any(f.get("type") == HOME_TYPE for f in found):
-            mine = self.home_folder()["id"]
-            found = [f for f in found if f.get("type") != HOME_TYPE or f["id"] == mine]
+        if folder == "home":  # every home folder's name, and one cannot rename it
+            found = [f for f in found if f.get("type") != HOME_TYPE] + [self.home_folder()]
         return pick("folder", folder, found)
 
     def _folder_id(self, folder: str) -> str:
