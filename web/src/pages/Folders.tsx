@@ -131,7 +131,7 @@ export function FoldersPage({ selectedId }: { selectedId: string | null }) {
               ) : items.data.length === 0 ? (
                 <p className="muted">Nothing here that you can see.</p>
               ) : (
-                <table className="table" data-testid="folder-children">
+                <table className="table folder-children" data-testid="folder-children">
                   <thead>
                     <tr><th>Name</th><th>Kind</th><th>Markings</th></tr>
                   </thead>
