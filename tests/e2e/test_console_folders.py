@@ -5,6 +5,7 @@ Needs what tests/e2e/test_console.py needs (Debian's chromium, playwright, `make
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -87,3 +88,21 @@ def test_create_a_folder_move_an_agent_into_it_and_find_it_there(
     page.get_by_role("link", name=home["alias"]).click()
     expect(reports_row).to_be_visible()
     expect(page.locator("[data-testid=folder-child][data-name=filed-agent]")).to_have_count(0)
+
+
+def test_applying_an_example_again_finds_it_in_the_home_folder(server: Server, page: Page) -> None:
+    expect = playwright_api.expect
+    page.goto(f"{server.url}/")
+    page.get_by_label("API token").fill(TOKEN)
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Examples").click()
+    triage = page.locator("[data-testid=example][data-file='ticket_triage.json']")
+    results = []
+    for _ in range(2):
+        triage.get_by_role("button", name="Apply ticket-triage").click()
+        result = triage.get_by_test_id("apply-result")
+        expect(result).to_contain_text(re.compile(r"(created|updated|unchanged) ticket-triage"))
+        results.append(result.inner_text())
+    assert "unchanged ticket-triage" in results[1], results
+    named = api(server, "GET", "/agents?name=ticket-triage")["data"]
+    assert [a["folder_id"] for a in named] == [api(server, "GET", "/folders/home")["id"]]
