@@ -126,7 +126,9 @@ def test_apply_matches_by_name_within_the_folder(
     changed = doc | {"folder_id": f1, "description": "Only the one in f1."}
     result = dhub("agents", "apply", "-f", write(tmp_path / "f.json", changed))
     assert result.stdout.startswith("updated")
-    found = api.find_agent_by_name("ticket-triage")
+    again = dhub("agents", "apply", "-f", write(tmp_path / "top.json", doc))
+    assert again.stdout.startswith("unchanged"), again.output  # the one in the home folder
+    found = api.find_agent_by_name("ticket-triage")  # where a document without folder_id goes
     assert found is not None
     assert found["folder_id"] == home(client)  # the one applied without a folder
     assert found["description"] == doc["description"]

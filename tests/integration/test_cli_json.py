@@ -73,6 +73,7 @@ def test_every_command_prints_json(api: Client, tmp_path: Path) -> None:
     agents(cli, api, tmp_path)
     identities(cli, api)
     sharing(cli, api)
+    places(cli, api)
     runs(cli, api, tmp_path)
     removals(cli, api)
     assert cli.ran == cli.paths - WITHOUT_JSON
@@ -125,6 +126,42 @@ def sharing(cli: Cli, api: Client) -> None:
     assert owned == api.get_agent(agent_id)
     assert cli("agents", "mark", "ticket-triage", "marking.pii")["markings"] == ["marking.pii"]
     assert cli("agents", "unmark", "ticket-triage", "marking.pii")["markings"] == []
+
+
+def places(cli: Cli, api: Client) -> None:
+    made = cli("collections", "create", "support")
+    assert made == api.get_collection("support")
+    assert cli("collections", "list") == list(api.iter_collections())
+    assert cli("collections", "get", "support") == made
+    assert cli("collections", "rename", "support", "help")["name"] == "help"
+    reports = cli("folders", "create", "reports", "--collection", "help")
+    assert reports == api.get_folder(reports["id"])
+    assert cli("folders", "list") == list(api.iter_folders())
+    assert cli("folders", "get", "reports") == reports
+    assert cli("folders", "home") == api.home_folder()
+    weekly = cli("folders", "create", "weekly")
+    assert cli("folders", "rename", "weekly", "daily")["name"] == "daily"
+    assert cli("folders", "move", "daily", "--to", "reports")["folder_id"] == reports["id"]
+    moved = cli("agents", "move", "ticket-triage", "--to", "daily")
+    assert moved == api.get_agent("ticket-triage") and moved["folder_id"] == weekly["id"]
+    assert [c["id"] for c in cli("folders", "children", "reports")] == [weekly["id"]]
+    assert [c["id"] for c in cli("collections", "children", "help")] == [reports["id"]]
+    [home_tree, help_tree] = cli("folders", "tree")
+    assert help_tree == cli("collections", "tree", "help") and home_tree["type"] == "home"
+    assert cli("folders", "tree", "daily")["children"][0]["id"] == moved["id"]
+    for noun, ref in (("folders", "daily"), ("collections", "help")):
+        granted = cli(noun, "share", ref, "group.eng", "--scope", "editor")
+        assert (granted["principal_id"], granted["scope"]) == ("group.eng", "editor")
+        assert [g["principal_id"] for g in cli(noun, "grants", ref)] == ["group.eng"]
+        assert cli(noun, "unshare", ref, "group.eng")["unshared"] is True
+        assert [o["id"] for o in cli(noun, "owners", ref, "user.admin")["owners"]] == ["user.admin"]
+        assert cli(noun, "mark", ref, "marking.pii")["markings"] == ["marking.pii"]
+        assert api.get_agent("ticket-triage")["effective_markings"] == ["marking.pii"]
+        assert cli(noun, "unmark", ref, "marking.pii")["markings"] == []
+    assert cli("agents", "move", "ticket-triage", "--home")["folder_id"] == home_tree["id"]
+    assert cli("folders", "delete", "daily") == {"id": weekly["id"], "deleted": True}
+    api.delete_folder(reports["id"])
+    assert cli("collections", "delete", "help") == {"id": made["id"], "deleted": True}
 
 
 def runs(cli: Cli, api: Client, tmp_path: Path) -> None:

@@ -113,6 +113,11 @@ COMMANDS = {
         lambda api, a, r: api.get_agent(a)["markings"] == [],
         setup=lambda api, a: (hold_pii(api), api.mark_agent(a, "marking.pii")),
     ),
+    "agents move": Command(
+        ("agents", "move", "{agent}", "--to", "elsewhere"),
+        lambda api, a, r: api.get_agent(a)["folder_id"] == api.get_folder("elsewhere")["id"],
+        setup=lambda api, a: api.create_folder("elsewhere"),
+    ),
     "runs start": Command(
         ("runs", "start", "{agent}", "--input", "ticket=Checkout fails", "--json"),
         lambda api, a, r: [x.id for x in api.list_runs(a)] == [json.loads(r.stdout)["id"]],

@@ -16,9 +16,11 @@ import { StartRunPage } from './pages/StartRun'
 import { TasksPage } from './pages/Tasks'
 import { ChatPage } from './pages/Chat'
 import { SharingPage } from './pages/Sharing'
+import { FoldersPage } from './pages/Folders'
 
 const NAV = [
   { path: '/agents', label: 'Agents' },
+  { path: '/folders', label: 'Folders' },
   { path: '/examples', label: 'Examples' },
   { path: '/runs', label: 'Runs' },
   { path: '/tasks', label: 'Tasks' },
@@ -35,6 +37,8 @@ function page(route: Route) {
       if (id && sub === 'sharing') return <SharingPage key={id} agentId={id} />
       if (id) return <AgentDetailPage key={id} agentId={id} route={route} />
       return <AgentsPage route={route} />
+    case 'folders':
+      return <FoldersPage selectedId={id ?? null} />
     case 'examples':
       return <ExamplesPage />
     case 'runs':

@@ -117,6 +117,7 @@ export function query(params: Record<string, string | number | undefined | null>
 
 export const SERVER_OWNED = [
   'id', 'created_at', 'updated_at', 'owners', 'my_share_scope', 'is_builtin', 'item', 'version',
+  'effective_markings', // its own and its folders' markings: the server works them out
 ]
 const READ_ONLY = new Set([...SERVER_OWNED, 'markings'])
 
@@ -173,7 +174,8 @@ export async function findAgentByName(name: string, folderId: string | null): Pr
 
 export type ApplyOutcome = 'created' | 'updated' | 'unchanged'
 
-/** Create the agent, or make the existing one of that name (and folder) equal to `doc`. */
+/** Create the agent, or make the existing one of that name in the same place (its folder, else
+ * the top of its collection, else the caller's home folder) equal to `doc`. */
 export async function applyAgent(doc: JsonObject): Promise<{ outcome: ApplyOutcome; agent: Agent }> {
   const name = doc.name
   const folder = doc.folder_id
@@ -181,7 +183,9 @@ export async function applyAgent(doc: JsonObject): Promise<{ outcome: ApplyOutco
   for (const [k, v] of Object.entries(doc)) if (!SERVER_OWNED.includes(k)) body[k] = v
   let existing: Agent | null = null
   if (typeof name === 'string' && (folder == null || typeof folder === 'string')) {
-    existing = await findAgentByName(name, (folder as string | null | undefined) ?? null)
+    // Without a folder_id (or collection_id) an agent goes to the caller's home folder: look there.
+    const place = folder ?? (doc.collection_id == null ? (await api.get<{ id: string }>('/folders/home')).id : null)
+    existing = await findAgentByName(name, (place as string | null) ?? null)
   }
   if (existing === null) {
     return { outcome: 'created', agent: await api.post<Agent>('/agents', body) }

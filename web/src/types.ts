@@ -53,6 +53,8 @@ export interface Agent {
   tags: string[] | null
   description: string
   markings: string[]
+  /** Its own markings and those of the folders and collection it is in. */
+  effective_markings?: string[]
   created_at: number
   updated_at: number
   owners: Principal[]
@@ -65,6 +67,23 @@ export interface Agent {
   conversations: ConversationVariable[]
   version: number
   [key: string]: unknown
+}
+
+/** A folder, a collection, or anything in one as a children listing shows it (its envelope;
+ * `category` says its kind). */
+export interface Placed {
+  id: string
+  name: string
+  alias: string | null
+  category: string
+  type: string | null
+  collection_id: string | null
+  folder_id: string | null
+  description: string
+  markings: string[]
+  effective_markings: string[]
+  my_share_scope: 'owner' | 'grant' | 'admin' | null
+  version: number
 }
 
 export interface Page<T> {

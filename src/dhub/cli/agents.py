@@ -66,8 +66,24 @@ def list_(
     mode: Annotated[Literal["react", "workflow"] | None, typer.Option()] = None,
     input_mode: Annotated[Literal["chat", "event"] | None, typer.Option()] = None,
     type_: Annotated[str | None, typer.Option("--type", help="The agent's type.")] = None,
-    folder_id: Annotated[str | None, typer.Option()] = None,
-    collection_id: Annotated[str | None, typer.Option()] = None,
+    folder: Annotated[
+        str | None,
+        typer.Option(
+            "--folder",
+            "--folder-id",
+            metavar="FOLDER",
+            help="Only agents directly in this folder (name or id).",
+        ),
+    ] = None,
+    collection: Annotated[
+        str | None,
+        typer.Option(
+            "--collection",
+            "--collection-id",
+            metavar="COLLECTION",
+            help="Only agents in this collection, in any of its folders (name or id).",
+        ),
+    ] = None,
     limit: Annotated[
         int | None, typer.Option(min=1, help="Show at most this many (default: all).")
     ] = None,
@@ -75,15 +91,16 @@ def list_(
 ) -> None:
     """List the agents you can see, oldest first."""
     with reporting_errors():
-        found = client_from(ctx).iter_agents(
+        api = client_from(ctx)
+        found = api.iter_agents(
             q=q,
             name=name,
             tags=tag,
             mode=mode,
             input_mode=input_mode,
             type=type_,
-            folder_id=folder_id,
-            collection_id=collection_id,
+            folder_id=api.resolve_folder(folder)["id"] if folder else None,
+            collection_id=api.resolve_collection(collection)["id"] if collection else None,
             page_size=min(limit, MAX_PAGE) if limit else None,
         )
         agents = list(islice(found, limit))
@@ -194,6 +211,33 @@ def delete(ctx: typer.Context, agent: AgentArgument, as_json: JsonOption = False
         found = resolve_agent(api, agent)
         api.delete_agent(found["id"])
     done(as_json, f"deleted {labelled(found)}", {"id": found["id"], "deleted": True})
+
+
+@app.command()
+def move(
+    ctx: typer.Context,
+    agent: AgentArgument,
+    to: Annotated[
+        str | None, typer.Option("--to", metavar="FOLDER", help="Into this folder (name or id).")
+    ] = None,
+    collection: Annotated[
+        str | None,
+        typer.Option(
+            "--collection", metavar="COLLECTION", help="To the top level of this collection."
+        ),
+    ] = None,
+    home: Annotated[bool, typer.Option("--home", help="Into your home folder.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Move an agent to a folder or collection: it inherits that place's owners, grants and
+    markings instead (so moving takes what sharing takes)."""
+    from dhub.cli.folders import move_to, where
+
+    with reporting_errors():
+        api = client_from(ctx)
+        found = resolve_agent(api, agent)
+        moved = move_to(api, found["id"], to, collection, home)
+    done(as_json, f"moved {labelled(moved)} {where(moved)}", moved)
 
 
 @app.command()

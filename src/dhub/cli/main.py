@@ -17,12 +17,26 @@ from typing import Annotated, Any
 
 import typer
 
-from dhub.cli import agents, chat, groups, markings, run, runs, tasks, tokens, users
+from dhub.cli import (
+    agents,
+    chat,
+    collections,
+    folders,
+    groups,
+    markings,
+    run,
+    runs,
+    tasks,
+    tokens,
+    users,
+)
 from dhub.cli._common import Connection
 from dhub.cli.audit import audit
 
 app = typer.Typer(help="dhub: a self-hosted agent platform.", no_args_is_help=True)
 app.add_typer(agents.app, name="agents")
+app.add_typer(folders.app, name="folders")
+app.add_typer(collections.app, name="collections")
 app.add_typer(users.app, name="users")
 app.add_typer(groups.app, name="groups")
 app.add_typer(markings.app, name="markings")

@@ -7,6 +7,8 @@
         for agent in dhub.iter_agents(tags=["demo"]):
             print(agent["id"], agent["name"])
         run = dhub.start_run("ticket-triage", {"ticket": "Checkout fails"})  # a name or an id
+        reports = dhub.create_folder("reports", collection="support")
+        dhub.move(created["id"], folder=reports["id"])
 
 Everything public is listed in ``__all__`` (pinned by tests/unit/test_client_surface.py); the
 underscore modules behind it may change without notice.
@@ -37,11 +39,15 @@ from dhub.client._models import (
     ApplyResult,
     AuditEntry,
     AuditPage,
+    Collection,
     Conversation,
+    Folder,
     Grant,
     Group,
     Marking,
     Message,
+    Resource,
+    ResourcePage,
     Run,
     RunEvent,
     RunPage,
@@ -65,12 +71,14 @@ __all__ = [
     "AuditEntry",
     "AuditPage",
     "Client",
+    "Collection",
     "ConfigurationError",
     "Conflict",
     "Conversation",
     "DhubAPIError",
     "DhubClientError",
     "FieldError",
+    "Folder",
     "Forbidden",
     "Grant",
     "Group",
@@ -78,6 +86,8 @@ __all__ = [
     "Marking",
     "Message",
     "NotFound",
+    "Resource",
+    "ResourcePage",
     "Run",
     "RunEvent",
     "RunPage",

@@ -1,5 +1,6 @@
 """The identity and sharing half of ``Client``: users, groups, markings, tokens, the audit
-log, and who may use an agent. Each method is one call to the endpoint of the same name."""
+log, and who may use an agent, a folder, a collection or any other resource. Each method is
+one call to the endpoint of the same name."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ class AccessMixin:
 
         def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response: ...
 
-        def _agent_path(self, agent: str) -> str: ...
+        def _resource_path(self, resource: str) -> str: ...
 
     # -- me and users ------------------------------------------------------------------------
 
@@ -185,30 +186,33 @@ class AccessMixin:
             )
         )  # fmt: skip
 
-    # -- sharing agents ----------------------------------------------------------------------
-    # ``agent`` is the agent's id or its name (``Client.resolve_agent`` says how names resolve).
+    # -- sharing -----------------------------------------------------------------------------
+    # ``agent`` is the agent's id or its name (``Client.resolve_agent`` says how names resolve),
+    # or the id of any other resource: a folder's or a collection's grants, owners and markings
+    # reach everything inside it (docs/folders.md); ``resolve_folder(name)["id"]`` is the id
+    # of a folder known by its name.
 
     def list_grants(self, agent: str) -> list[Grant]:
         """Who the agent is shared with: ``principal_id`` and ``scope`` each."""
-        return _data(self._object("GET", f"{self._agent_path(agent)}/grants"))
+        return _data(self._object("GET", f"{self._resource_path(agent)}/grants"))
 
     def grant(self, agent: str, principal_id: str, scope: ShareScope) -> Grant:
         """Share the agent with a user, group or ``public.all`` (replacing an earlier scope);
         returns the grant (``principal_id``, ``type``, ``display_name``, ``scope``)."""
         return self._object(
             "POST",
-            f"{self._agent_path(agent)}/grants",
+            f"{self._resource_path(agent)}/grants",
             json={"principal_id": principal_id, "scope": scope},
         )
 
     def revoke_grant(self, agent: str, principal_id: str) -> None:
-        self._request("DELETE", f"{self._agent_path(agent)}/grants/{segment(principal_id)}")
+        self._request("DELETE", f"{self._resource_path(agent)}/grants/{segment(principal_id)}")
 
     def set_owners(self, agent: str, owners: Sequence[str]) -> Agent:
         """Make exactly these users and groups the agent's owners."""
         return self._object(
             "PATCH",
-            self._agent_path(agent),
+            self._resource_path(agent),
             json={"owners": list(owners)},
             headers={"Content-Type": "application/merge-patch+json"},
         )
@@ -217,12 +221,23 @@ class AccessMixin:
         """Add a marking (only holders of every marking on an agent may see it); returns the
         agent."""
         return self._object(
-            "POST", f"{self._agent_path(agent)}/markings", json={"marking_id": marking_id}
+            "POST", f"{self._resource_path(agent)}/markings", json={"marking_id": marking_id}
         )
 
     def unmark_agent(self, agent: str, marking_id: str) -> Agent:
         """Remove a marking; returns the agent."""
-        return self._object("DELETE", f"{self._agent_path(agent)}/markings/{segment(marking_id)}")
+        return self._object(
+            "DELETE", f"{self._resource_path(agent)}/markings/{segment(marking_id)}"
+        )
+
+    def mark(self, resource: str, marking_id: str) -> dict[str, Any]:
+        """Add a marking to any resource (its id, or an agent's name): only holders of every
+        marking on it, or on a folder or collection it is in, may see it. Returns it."""
+        return self.mark_agent(resource, marking_id)
+
+    def unmark(self, resource: str, marking_id: str) -> dict[str, Any]:
+        """Remove a marking from any resource; returns it."""
+        return self.unmark_agent(resource, marking_id)
 
 
 def _data(body: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """The synchronous dhub client: one method per agent endpoint, plus ``apply_agent``; the
 identity and sharing methods come from ``AccessMixin`` (_access.py), the run and task methods
-from ``RunsMixin`` (_runs.py), chat from ``ConversationsMixin`` (_conversations.py)."""
+from ``RunsMixin`` (_runs.py), chat from ``ConversationsMixin`` (_conversations.py), folders
+and collections from ``FoldersMixin`` (_folders.py)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from dhub.client._exceptions import (
     ServerUnreachable,
     error_from_response,
 )
+from dhub.client._folders import FoldersMixin
 from dhub.client._models import Agent, AgentPage, AgentVersion, ApplyResult, ValidationResult
 from dhub.client._names import is_id, pick
 from dhub.client._paths import follow, query, segment
@@ -34,7 +36,7 @@ Mode = Literal["react", "workflow"]
 InputMode = Literal["chat", "event"]
 
 
-class Client(AccessMixin, RunsMixin, ConversationsMixin):
+class Client(AccessMixin, FoldersMixin, RunsMixin, ConversationsMixin):
     """A client for one dhub server and one API token.
 
     ``transport`` replaces the network (e.g. ``httpx.MockTransport``); ``http`` replaces the whole
@@ -220,26 +222,34 @@ class Client(AccessMixin, RunsMixin, ConversationsMixin):
         found = self.get_agent(agent)
         return {k: v for k, v in found.items() if k not in READ_ONLY_FIELDS}
 
-    def home_folder(self) -> dict[str, Any]:
-        """Your home folder, where what you create without ``folder_id`` goes."""
-        return self._object("GET", "/folders/home")
-
-    def find_agent_by_name(self, name: str, folder_id: str | None = None) -> Agent | None:
-        """The agent named exactly ``name`` in ``folder_id`` (None: your home folder), if any."""
-        # An absent folder_id means "any folder" to the server: the home folder is named here.
-        folder_id = folder_id or self.home_folder()["id"]
-        for agent in self.iter_agents(name=name, folder_id=folder_id):
-            if agent.get("name") == name and agent.get("folder_id") == folder_id:
+    def find_agent_by_name(
+        self, name: str, folder_id: str | None = None, collection_id: str | None = None
+    ) -> Agent | None:
+        """The agent named exactly ``name`` where a document with this ``folder_id`` and
+        ``collection_id`` goes: that folder, else the top of that collection, else (neither)
+        the caller's home folder. Names are unique there, so there is one at most."""
+        if folder_id is None and collection_id is None:
+            folder_id = str(self.home_folder()["id"])
+        # folder_id None with a collection: the top of it (the server would take any folder).
+        for agent in self.iter_agents(name=name, folder_id=folder_id, collection_id=collection_id):
+            if agent.get("name") == name and (agent.get("folder_id") or None) == folder_id:
                 return agent
         return None
 
     def apply_agent(self, doc: Mapping[str, Any]) -> ApplyResult:
-        """Create the agent, or make the existing one with the same name and folder_id equal
-        to ``doc`` (fields the document leaves out go back to their defaults)."""
-        name, folder_id = doc.get("name"), doc.get("folder_id")
+        """Create the agent, or make the existing one with the same name in the same place
+        (``folder_id``, else ``collection_id``, else the caller's home folder) equal to
+        ``doc`` (fields the document leaves out go back to their defaults)."""
+        name, folder_id, collection_id = (
+            doc.get("name"),
+            doc.get("folder_id"),
+            doc.get("collection_id"),
+        )
         existing = None
-        if isinstance(name, str) and (folder_id is None or isinstance(folder_id, str)):
-            existing = self.find_agent_by_name(name, folder_id)
+        if isinstance(name, str) and all(
+            v is None or isinstance(v, str) for v in (folder_id, collection_id)
+        ):
+            existing = self.find_agent_by_name(name, folder_id, collection_id)
         body = strip_read_only(dict(doc), existing.get("markings", []) if existing else [])
         if existing is None:
             # Also the path for documents without a usable name: the server says what is wrong.

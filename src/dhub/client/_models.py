@@ -20,6 +20,23 @@ class AgentPage:
     next_cursor: str | None
 
 
+# Folders and collections: plain JSON dicts like agents (docs/folders.md). What a children
+# listing yields is a ``Resource``: the envelope of any kind (``category`` says which), without
+# its kind's own fields.
+Folder = dict[str, Any]
+Collection = dict[str, Any]
+Resource = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ResourcePage:
+    """One page of folders, collections or what is in one; pass ``next_cursor`` back to get
+    the next one."""
+
+    data: list[Resource]
+    next_cursor: str | None
+
+
 @dataclass(frozen=True)
 class ValidationResult:
     valid: bool

@@ -18,9 +18,18 @@ from dhub.client._exceptions import AmbiguousName, UnknownName
 _ULID = "[0-9abcdefghjkmnpqrstvwxyz]{26}"
 
 
+# What each kind of resource is called in ids (``folder.<ulid>``) and URLs (``/folders``).
+CATEGORIES = ("agent", "prompt", "tool", "actor", "role", "folder", "collection")
+
+
 def is_id(category: str, ref: str) -> bool:
     """Whether ``ref`` has the shape of an id of this category (then it is never a name)."""
     return re.fullmatch(f"{re.escape(category)}\\.{_ULID}", ref) is not None
+
+
+def category_of(ref: str) -> str | None:
+    """The category ``ref`` is an id of, if it is shaped like the id of any resource."""
+    return next((c for c in CATEGORIES if is_id(c, ref)), None)
 
 
 def pick(category: str, name: str, found: Iterable[dict[str, Any]]) -> dict[str, Any]:

@@ -8,6 +8,47 @@ import type { Agent, AgentVersion, Page, Run } from '../types'
 import { takeFlash } from '../flash'
 import { SCOPE_TEXT, can, useMyScope } from '../scope'
 import { errorText, failureReason, formatTime, shortId, useAsync } from '../util'
+import { everything, folderLabel } from '../folders'
+import { MarkingBadges } from './Folders'
+
+/** Which folder the agent is in, and (for those who may share it: moving changes who
+ * inherits access) a select that moves it. */
+function FolderSelect({ agent, canMove, onMoved }: { agent: Agent; canMove: boolean; onMoved: (a: Agent) => void }) {
+  const folders = useAsync((s) => everything('/folders', s), [])
+  const [error, setError] = useState<string | null>(null)
+  const [moving, setMoving] = useState(false)
+  const move = async (folderId: string) => {
+    setMoving(true)
+    try {
+      onMoved(await api.patch<Agent>(`/agents/${agent.id}`, { folder_id: folderId }))
+      setError(null)
+    } catch (e) {
+      setError(errorText(e))
+    } finally {
+      setMoving(false)
+    }
+  }
+  const known = folders.data ?? []
+  const here = known.find((f) => f.id === agent.folder_id)
+  return (
+    <>
+      <h2>Folder</h2>
+      {canMove && known.length > 0 ? (
+        <div className="field">
+          <label htmlFor="agent-folder" className="sr-only">Move to folder</label>
+          <select id="agent-folder" data-testid="agent-folder" value={agent.folder_id ?? ''} disabled={moving} onChange={(e) => void move(e.target.value)}>
+            {!here && <option value={agent.folder_id ?? ''}>{agent.folder_id ?? '(none)'}</option>}
+            {known.map((f) => <option key={f.id} value={f.id}>{folderLabel(f)}</option>)}
+          </select>
+        </div>
+      ) : (
+        <p>{here ? folderLabel(here) : <code>{agent.folder_id ?? '—'}</code>}</p>
+      )}
+      {agent.folder_id && <a className="small" href={href(`/folders/${agent.folder_id}`)}>Open the folder</a>}
+      {error && <p className="error-box" role="alert">{error}</p>}
+    </>
+  )
+}
 
 export function AgentDetailPage({ agentId, route }: { agentId: string; route: Route }) {
   const version = route.params.get('version')
@@ -21,9 +62,10 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
   const [deleteError, setDeleteError] = useState<string | null>(null)
   const [saved] = useState(() => takeFlash(agentId))
   const scope = useMyScope(current.data)
+  const [moved, setMoved] = useState<Agent | null>(null)
 
   if (current.error) return <ErrorBox error={current.error} title="This agent cannot be shown" />
-  const agent = current.data
+  const agent = moved ?? current.data
   const doc = shown.data
   if (!agent || !doc) return <Loading what="the agent" />
   const owner = can(scope, 'share')
@@ -62,7 +104,7 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
         <span className="pill">{agent.input_mode}</span>
         {agent.type && agent.type !== agent.mode && <span className="pill">{agent.type}</span>}
         <Tags tags={agent.tags} onPick={(t) => navigate('/agents', { tags: t })} />
-        {agent.markings.map((m) => <span key={m} className="pill marking">{m}</span>)}
+        <MarkingBadges markings={agent.effective_markings ?? agent.markings} />
         <span className="muted small" data-testid="my-scope" data-scope={scope ?? ''}>
           your access: {scope ? SCOPE_TEXT[scope] : agent.my_share_scope ?? 'none'}
         </span>
@@ -103,6 +145,7 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
           ) : (
             <Loading />
           )}
+          <FolderSelect agent={agent} canMove={owner} onMoved={setMoved} />
           <h2>Owners</h2>
           <ul className="plain">
             {agent.owners.map((o) => (
