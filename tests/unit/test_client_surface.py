@@ -338,7 +338,6 @@ CLIENT_METHODS = {
     "get_run": ["run_id"],
     "get_user": ["user_id"],
     "grant": ["agent", "principal_id", "scope"],
-    "home_folder": [],
     "issue_token": ["user_id", "name", "expires_at"],
     "iter_agents": [
         "q", "name", "tags", "collection_id", "folder_id", "mode", "input_mode", "type",
