@@ -13,6 +13,7 @@ from dhub.domain.errors import FieldError, InvalidInput
 from dhub.domain.functions import ITEM_TAGS
 from dhub.domain.nodes import NODE_TYPES
 from dhub.domain.pointers import from_validation_error, join
+from dhub.engine.expressions import is_one_block
 from dhub.engine.graph_checks import check_workflow
 from dhub.sandbox.spec import Problem, code_problems, function_problems
 
@@ -183,6 +184,7 @@ def check_modes(doc: dict[str, Any]) -> list[FieldError]:
     else:
         errors = []  # the schema check reports an unknown mode
     errors.extend(_check_loops(doc))
+    errors.extend(_check_responses(doc))
     return errors
 
 
@@ -232,6 +234,23 @@ def _workflow_fields(doc: dict[str, Any]) -> list[FieldError]:
             )
         )
     return errors
+
+
+def _check_responses(doc: dict[str, Any]) -> Iterator[FieldError]:
+    """An llm node's ``response`` written as a string is worked out at run time, so it must
+    be one expression giving a value (a schema); other text would only ever fail there."""
+    for (_, i), node in _walk(doc, ("nodes", "*")):
+        if not isinstance(node, dict) or node.get("type") != "llm":
+            continue
+        config = node.get("config")
+        response = config.get("response") if isinstance(config, dict) else None
+        if isinstance(response, str) and not is_one_block(response):
+            yield FieldError(
+                join("nodes", i, "config", "response"),
+                "response is a JSON schema (an object, {} for text) or one {{ … }} expression "
+                "giving one, such as '{{ schema }}' for a schema among the run's inputs.",
+                "not_an_expression",
+            )
 
 
 def _check_loops(doc: dict[str, Any]) -> Iterator[FieldError]:
