@@ -64,6 +64,7 @@ export interface Agent {
   edges: WorkflowEdge[]
   conversations: ConversationVariable[]
   version: number
+  is_builtin: boolean
   [key: string]: unknown
 }
 
