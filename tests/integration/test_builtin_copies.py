@@ -98,6 +98,7 @@ def test_bad_copy_bodies_are_refused_naming_the_field(client: TestClient) -> Non
         ({"owners": [bob], "is_builtin": True}, ["/owners", "/is_builtin"]),
         ({"name": ""}, ["/name"]),  # the document's own check
         ({"name": "x" * 201}, ["/name"]),
+        ({"folder_id": "(built-in)"}, ["/folder_id"]),  # the built-ins' names, not a folder
     ]
     for body, locs in cases:
         response = copy(w, bob, SUMMARIZER, body)

@@ -344,3 +344,24 @@ def test_servers_starting_together_install_each_builtin_once(settings: Settings)
     with server(settings) as client:
         for agent_id in BUILTIN_IDS:
             assert len(ok(client.get(f"{API}/agents/{agent_id}/versions"))["data"]) == 1
+
+
+def test_no_one_squats_a_builtins_name_and_a_clash_never_stops_the_server(
+    settings: Settings,
+) -> None:
+    with server(settings) as client:
+        w = World(client)
+        bob = w.user("bob")
+        doc = {**_doc(SUMMARIZER, client), "name": "next-builtin", "folder_id": "(built-in)"}
+        refused = w.call(bob, "POST", f"{API}/agents", doc)
+        assert refused.status_code == 422, refused.text
+        [error] = refused.json()["errors"]
+        assert (error["loc"], error["code"]) == ("/folder_id", "reserved")
+    # A built-in whose name another built-in holds (a database written by hand) is left out,
+    # said in the log, and the server starts all the same.
+    [summarizer] = [b for b in shipped() if b.id == SUMMARIZER]
+    clash = dataclasses.replace(summarizer, id="agent.builtin-clash")
+    assert _install(settings.database_url, [clash]) == {"agent.builtin-clash": "blocked"}
+    with server(settings) as client:
+        assert ok(client.get(f"{API}/agents", params={"is_builtin": "true"}))["data"]
+        assert client.get(f"{API}/agents/agent.builtin-clash").status_code == 404

@@ -8,7 +8,7 @@ from typing import Any, TypeGuard
 
 from pydantic import TypeAdapter, ValidationError
 
-from dhub.domain.agent import SERVER_OWNED_FIELDS, AgentSpec
+from dhub.domain.agent import BUILTIN_FOLDER, SERVER_OWNED_FIELDS, AgentSpec
 from dhub.domain.errors import FieldError, InvalidInput
 from dhub.domain.functions import ITEM_TAGS
 from dhub.domain.nodes import NODE_TYPES
@@ -155,6 +155,12 @@ def check_text(doc: dict[str, Any]) -> list[FieldError]:
     values = [(k, doc.get(k)) for k in _TEXT]
     if isinstance(tags, list):
         values += [(f"tags/{i}", t) for i, t in enumerate(tags)]
+    if doc.get("folder_id") == BUILTIN_FOLDER:
+        message = (
+            f"'{BUILTIN_FOLDER}' is where the built-in agents' names are kept, not a folder: "
+            "choose another folder_id, or none."
+        )
+        errors.append(FieldError("/folder_id", message, "reserved"))
     for key, value in values:
         if not isinstance(value, str):
             continue

@@ -34,7 +34,7 @@ PACKAGE = "dhub.builtins"
 ID_PREFIX = "agent.builtin-"
 AUTHOR = "dhub"  # created_by of built-ins and their versions: the platform, not a principal
 
-Outcome = Literal["installed", "upgraded", "unchanged"]
+Outcome = Literal["installed", "upgraded", "unchanged", "blocked"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,11 +66,25 @@ async def install_builtins(db: Database, builtins: list[Builtin] | None = None) 
         try:
             outcome = await _install_one(db, builtin)
         except IntegrityError:  # another process inserted it meanwhile: look again
-            outcome = await _install_one(db, builtin)
+            outcome = await _again(db, builtin)
         outcomes[builtin.id] = outcome
         if outcome != "unchanged":
             log.info("built-in agent %s %s", builtin.id, outcome)
     return outcomes
+
+
+async def _again(db: Database, builtin: Builtin) -> Outcome:
+    """A second try; should its name still be taken (only another built-in may hold one, but
+    a database written by hand may differ), the server starts without it, saying why."""
+    try:
+        return await _install_one(db, builtin)
+    except IntegrityError:
+        log.error(
+            "built-in agent %s (%s) was not installed: its name is taken among the built-ins",
+            builtin.id,
+            builtin.spec.name,
+        )
+        return "blocked"
 
 
 async def _install_one(db: Database, builtin: Builtin) -> Outcome:

@@ -25,6 +25,7 @@ from sqlalchemy import (
     update,
 )
 
+from dhub.domain.agent import BUILTIN_FOLDER
 from dhub.store import sharing, tree
 from dhub.store.db import Conn
 
@@ -98,8 +99,9 @@ _RECORD_COLUMNS = (
 
 
 # The built-in agents' names are unique among themselves, apart from every folder: a built-in
-# never takes a name from anyone's folder, nor blocks one (services/builtins.py).
-BUILTIN_FOLDER_KEY = "(built-in)"
+# never takes a name from anyone's folder, nor blocks one (services/builtins.py). No folder_id
+# may be this (engine/validate.py), so no one's agent can squat a built-in's name either.
+BUILTIN_FOLDER_KEY = BUILTIN_FOLDER
 
 
 def folder_key(folder_id: str | None, collection_id: str | None = None) -> str:
