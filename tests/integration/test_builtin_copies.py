@@ -67,24 +67,41 @@ def test_a_copy_of_a_builtin_is_the_callers_own_to_change(client: TestClient) ->
     ]
 
 
+def folder(w: World, who: str, name: str) -> str:
+    """A folder of ``who``'s (in their home folder)."""
+    return str(ok(w.call(who, "POST", f"{API}/folders", {"name": name}), 201)["id"])
+
+
+def home(w: World, who: str) -> str:
+    return str(ok(w.call(who, "GET", f"{API}/folders/home"))["id"])
+
+
 def test_a_copy_takes_the_name_and_folder_asked_for(client: TestClient) -> None:
     w = World(client)
     bob = w.user("bob")
-    named = ok(copy(w, bob, SUMMARIZER, {"name": "digest", "folder_id": "f1"}), 201)
-    assert (named["name"], named["folder_id"]) == ("digest", "f1")
+    f1, f2 = folder(w, bob, "f1"), folder(w, bob, "f2")
+    named = ok(copy(w, bob, SUMMARIZER, {"name": "digest", "folder_id": f1}), 201)
+    assert (named["name"], named["folder_id"]) == ("digest", f1)
     # A name asked for is that name or a conflict, as on any create.
-    taken = copy(w, bob, SUMMARIZER, {"name": "digest", "folder_id": "f1"})
+    taken = copy(w, bob, SUMMARIZER, {"name": "digest", "folder_id": f1})
     assert taken.status_code == 409 and named["id"] in taken.json()["detail"]
     # A built-in's own name, asked for, is the caller's choice (built-ins hold no folder's).
     same = ok(copy(w, bob, SUMMARIZER, {"name": "summarizer", "folder_id": None}), 201)
-    assert (same["name"], same["folder_id"]) == ("summarizer", None)
+    assert (same["name"], same["folder_id"]) == ("summarizer", home(w, bob))
     # A copy of one's own agent, where it is: the name is taken there, so a free one.
-    twice = ok(copy(w, bob, named["id"], {"folder_id": "f1"}), 201)
+    twice = ok(copy(w, bob, named["id"], {"folder_id": f1}), 201)
     assert twice["name"] == "digest-copy"
-    elsewhere = ok(copy(w, bob, named["id"], {"folder_id": "f2"}), 201)
-    assert elsewhere["name"] == "digest" and elsewhere["folder_id"] == "f2"
-    # Without a folder it goes where a new agent without one goes (not the source's folder).
-    assert ok(copy(w, bob, named["id"]), 201)["folder_id"] is None
+    elsewhere = ok(copy(w, bob, named["id"], {"folder_id": f2}), 201)
+    assert elsewhere["name"] == "digest" and elsewhere["folder_id"] == f2
+    # Without a folder it goes where a new agent without one goes: the caller's home folder,
+    # not the original's folder.
+    assert ok(copy(w, bob, named["id"]), 201)["folder_id"] == home(w, bob)
+    # A folder the caller cannot put things in is the one message a folder that is not gets.
+    alices = folder(w, w.user("alice"), "hers")
+    refused = copy(w, bob, SUMMARIZER, {"folder_id": alices})
+    never = copy(w, bob, SUMMARIZER, {"folder_id": "folder.01nosuchthing0000000000000"})
+    assert refused.status_code == never.status_code == 422
+    assert refused.text == never.text.replace("folder.01nosuchthing0000000000000", alices)
 
 
 def test_bad_copy_bodies_are_refused_naming_the_field(client: TestClient) -> None:
@@ -117,13 +134,22 @@ def test_any_readable_agent_can_be_copied_and_no_other(client: TestClient) -> No
     shared = w.agent("shared", grants={bob: "viewer"}, markings=[marking])
     private = w.agent("private")
     mine = ok(copy(w, bob, shared), 201)
-    assert [o["id"] for o in mine["owners"]] == [bob] and mine["name"] == "shared-copy"
+    assert [o["id"] for o in mine["owners"]] == [bob]
+    # In bob's home folder, where the name is free.
+    assert (mine["name"], mine["folder_id"]) == ("shared", home(w, bob))
     # A copy does not declassify: it carries the marking, so who lacks it sees neither.
     assert mine["markings"] == [marking]
     ok(w.call(bob, "POST", f"{API}/agents/{mine['id']}/grants",
               {"principal_id": eve, "scope": "viewer"}), 201)  # fmt: skip
     assert w.call(eve, "GET", f"{API}/agents/{mine['id']}").status_code == 404
     assert ok(w.call(bob, "PATCH", f"{API}/agents/{mine['id']}", {"description": "x"}))
+    # A marking inherited from the original's folder stays too, though the copy leaves it.
+    vault = ok(client.post(f"{API}/folders", json={"name": "vault"}), 201)["id"]
+    ok(client.post(f"{API}/folders/{vault}/markings", json={"marking_id": marking}))
+    filed = w.agent("filed", grants={bob: "viewer"}, folder_id=vault)
+    assert ok(w.call(bob, "GET", f"{API}/agents/{filed}"))["markings"] == []  # its own: none
+    taken_out = ok(copy(w, bob, filed), 201)
+    assert taken_out["folder_id"] == home(w, bob) and taken_out["markings"] == [marking]
     # What the caller cannot read answers as what does not exist, word for word.
     for hidden in (private, shared):
         seen = copy(w, eve, hidden, {"name": "stolen"})
@@ -164,16 +190,17 @@ def test_the_sdk_and_the_cli_copy_by_name_or_id(client: TestClient) -> None:
     def dhub(*args: str) -> Any:
         return runner.invoke(app, list(args), obj=api)
 
+    f1 = folder(w, bob, "f1")
     first = api.copy_agent("summarizer")  # a name: the built-in is the one bob sees
     assert first["name"] == "summarizer-copy" and first["is_builtin"] is False
-    named = api.copy_agent(SUMMARIZER, name="digest", folder_id="f1")
-    assert (named["name"], named["folder_id"]) == ("digest", "f1")
+    named = api.copy_agent(SUMMARIZER, name="digest", folder_id=f1)
+    assert (named["name"], named["folder_id"]) == ("digest", f1)
     with pytest.raises(Conflict, match=named["id"]):
-        api.copy_agent(SUMMARIZER, name="digest", folder_id="f1")
-    shown = dhub("agents", "copy", "classifier", "--name", "triage", "--folder", "f1", "--json")
+        api.copy_agent(SUMMARIZER, name="digest", folder_id=f1)
+    shown = dhub("agents", "copy", "classifier", "--name", "triage", "--folder", f1, "--json")
     assert shown.exit_code == 0, shown.output
     made = json.loads(shown.stdout)
-    assert (made["name"], made["folder_id"], made["is_builtin"]) == ("triage", "f1", False)
+    assert (made["name"], made["folder_id"], made["is_builtin"]) == ("triage", f1, False)
     said = dhub("agents", "copy", "agent.builtin-extractor")
     assert said.exit_code == 0, said.output
     assert said.stdout.startswith("copied extractor (agent.builtin-extractor) to extractor-copy (")
@@ -206,17 +233,18 @@ def test_copy_names_are_free_fitting_and_predictable(
 ) -> None:
     """Copies of an agent into its own folder: ``<name>-copy``, ``-copy-2``, ... each within
     the name's 200 characters, each a name no other agent there holds."""
-    folder = f"folder-{next(_copies)}"
-    source = ok(client.post(f"{API}/agents", json=react(name, folder_id=folder)), 201)
-    made = [ok(client.post(f"{API}/agents/{source['id']}/copy", json={"folder_id": folder}), 201)
+    made_in = ok(client.post(f"{API}/folders", json={"name": f"folder-{next(_copies)}"}), 201)
+    where = made_in["id"]
+    source = ok(client.post(f"{API}/agents", json=react(name, folder_id=where)), 201)
+    made = [ok(client.post(f"{API}/agents/{source['id']}/copy", json={"folder_id": where}), 201)
             for _ in range(copies)]  # fmt: skip
     expected = [
         name[: 200 - len(suffix)] + suffix
         for suffix in ["-copy", *(f"-copy-{n}" for n in range(2, copies + 1))]
     ]
     assert [m["name"] for m in made] == expected
-    assert all(len(m["name"]) <= 200 and m["folder_id"] == folder for m in made)
-    listed = ok(client.get(f"{API}/agents", params={"folder_id": folder, "limit": 200}))["data"]
+    assert all(len(m["name"]) <= 200 and m["folder_id"] == where for m in made)
+    listed = ok(client.get(f"{API}/agents", params={"folder_id": where, "limit": 200}))["data"]
     assert sorted(a["name"] for a in listed) == sorted([name, *expected])
 
 

@@ -111,7 +111,7 @@ def _doc(agent_id: str, client: TestClient) -> dict[str, Any]:
     """The built-in's document as a user would send it (without the server's fields)."""
     got = ok(client.get(f"{API}/agents/{agent_id}"))
     server_fields = ("id", "created_at", "updated_at", "owners", "my_share_scope", "is_builtin",
-                     "item", "version", "markings")  # fmt: skip
+                     "item", "version", "markings", "effective_markings")  # fmt: skip
     return {k: v for k, v in got.items() if k not in server_fields}
 
 

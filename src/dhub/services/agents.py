@@ -56,6 +56,7 @@ class CopyOf:
 
     record: repo.AgentRecord
     free_name: bool  # no name was asked for: the source's, or the first free variant of it
+    markings: list[str]  # the source's effective markings: its own and those above it
 
 
 COPY_FIELDS = ("name", "folder_id")
@@ -119,7 +120,7 @@ class AgentService:
             await self._insert(conn, agent_id, spec, dump_spec(spec), principal, now)
             await tree.place(conn, agent_id, to.parent)
             if copy_of is not None:
-                await self._copied(conn, principal, agent_id, copy_of.record)
+                await self._copied(conn, principal, agent_id, copy_of)
             found = await repo.get_agent(conn, agent_id, sorted(principal.principal_ids))
         assert found is not None
         return AgentView(found.record, found.owners, "owner", found.above)
@@ -132,7 +133,8 @@ class AgentService:
         ``<name>-copy-2``, ...; without a folder it goes where a new agent without one goes."""
         name, folder_id = _copy_body(body)
         async with self.db.read() as conn:
-            record = (await self._load(conn, principal, agent_id, "read")).record
+            source = await self._load(conn, principal, agent_id, "read")
+        record = source.record
         doc = orjson.loads(record.document)
         # The copy's place is the caller's to choose: a folder (its collection follows), else
         # where a new agent goes (the caller's home folder), never the original's by default.
@@ -142,18 +144,19 @@ class AgentService:
             doc["folder_id"] = folder_id
         if name is not None:
             doc["name"] = name
-        return await self.create(principal, doc, copy_of=CopyOf(record, free_name=name is None))
+        copy_of = CopyOf(record, name is None, source.effective_markings)
+        return await self.create(principal, doc, copy_of=copy_of)
 
     async def _copied(
-        self, conn: Conn, principal: Principal, agent_id: str, source: repo.AgentRecord
+        self, conn: Conn, principal: Principal, agent_id: str, source: CopyOf
     ) -> None:
-        """The copy carries the source's markings (the caller holds every one, having read
-        it): a copy must not declassify what it copies."""
-        markings = orjson.loads(source.markings)
-        if markings:
-            await shares.set_markings(conn, agent_id, markings)
-        copied = {"id": source.id, "version": source.version}
-        await audit.record(conn, principal.user_id, "agent.copy", agent_id, copied, markings)
+        """The copy carries the source's effective markings as its own (the caller holds every
+        one, having read it), those inherited from its folders too: wherever the copy goes, it
+        must not declassify what it copies."""
+        if source.markings:
+            await shares.set_markings(conn, agent_id, source.markings)
+        copied = {"id": source.record.id, "version": source.record.version}
+        await audit.record(conn, principal.user_id, "agent.copy", agent_id, copied, source.markings)
 
     async def _insert(
         self,
