@@ -1,4 +1,4 @@
-"""The built-in agents (docs/resources.md, Built-in agents), on SQLite and PostgreSQL: shipped
+"""The built-in agents (docs/api.md, Built-in agents), on SQLite and PostgreSQL: shipped
 and installed by every server, listed for a brand-new user, runnable by everyone (end to end,
 with the demo model and with a scripted one), read-only for everyone (admins included) on
 every write endpoint, their runs their users' own, and upgraded with dhub as new versions

@@ -161,7 +161,7 @@ export async function findAgentByName(name: string, folderId: string | null): Pr
   let cursor: string | null = null
   do {
     const page: { data: Agent[]; next_cursor: string | null } = await api.get(
-      // Built-ins sit in no folder and hold no folder's names (docs/resources.md).
+      // Built-ins sit in no folder and hold no folder's names (docs/api.md#built-in-agents).
       `/agents${query({ q: name, is_builtin: 'false', limit: 200, cursor })}`,
     )
     for (const a of page.data) {

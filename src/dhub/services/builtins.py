@@ -1,5 +1,5 @@
 """The built-in agents: agent documents shipped in the package (``dhub/builtins/*.yaml``),
-installed and upgraded with dhub (docs/resources.md, Built-in agents).
+installed and upgraded with dhub (docs/api.md, Built-in agents).
 
 At every start (``open_runtime``, after migrating), each built-in is inserted when missing and
 stored as a new version when its document changed, so runs of older versions keep working.
