@@ -185,7 +185,7 @@ async def pages(db: Database, visibility: repo.Visibility, cache: ReachCache) ->
             reach = None
             if visibility.restricted:
                 held = visibility.held_markings or ()
-                reach = await cache.get(conn, visibility.principals, held)
+                reach = await cache.get(conn, visibility.principals, held, visibility.builtins)
             found = await repo.list_agents(conn, repo.AgentFilter(), visibility, after, 51, reach)
         times.append(time.perf_counter() - start)
         if len(found) <= 50:

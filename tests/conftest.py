@@ -27,6 +27,7 @@ from fastapi.testclient import TestClient
 
 from dhub.api.app import create_app
 from dhub.sandbox.runner import SandboxSettings
+from dhub.services.builtins import shipped
 from dhub.settings import Settings
 from tests.support import netguard
 from tests.support.wire.fixtures import anthropic_server as anthropic_server
@@ -38,6 +39,9 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures" / "agents"
 SEED = ROOT / "tests" / "fixtures" / "seed"
 ADMIN_TOKEN = "dhub_test_admin_token"
+# The built-in agents every server installs and everyone sees (services/builtins.py), by id.
+BUILTIN_IDS = sorted(b.id for b in shipped())
+BUILTIN_NAMES = {b.spec.name for b in shipped()}
 # Dependency environments built by tests outlive a session, so a rerun does not reinstall.
 SANDBOX_ENVS = Path(tempfile.gettempdir()) / "dhub-test-envs"
 PG_URL = os.environ.get("DHUB_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")

@@ -332,3 +332,42 @@ def test_the_graph_fits_a_phone_screen(server: Server, page: Page, shots: Path) 
     expect(page.get_by_test_id("graph-node-end")).to_have_attribute("data-state", "succeeded")
     no_sideways_scroll(page)
     page.screenshot(path=shots / "guards-11-run-390.png", full_page=True)
+
+
+def test_a_builtin_agent_offers_copy_instead_of_edit_and_delete(
+    server: Server, page: Page, shots: Path
+) -> None:
+    """A new user meets the built-ins in the list, runs one, and changes it by copying it:
+    the copy is theirs to edit and delete. The admin is offered no more on a built-in."""
+    expect = playwright_api.expect
+    _, token = user_with_token(server, "newton")
+    sign_in_as(page, server, token)
+    items = page.get_by_test_id("agent-item")
+    expect(items).to_have_count(3)  # a brand-new user: the built-ins, nothing else
+    expect(items.filter(has_text="built-in")).to_have_count(3)
+    page.get_by_role("link", name="Summarizer", exact=True).click()
+    expect(page.get_by_test_id("my-scope")).to_have_attribute("data-scope", "builtin")
+    expect(page.get_by_test_id("builtin-notice")).to_contain_text("no one may change it")
+    expect(offered(page, "Start a run")).to_have_count(1)
+    expect(offered(page, "Copy")).to_have_count(1)
+    for action in ("Edit", "Delete", "Sharing"):
+        expect(offered(page, action)).to_have_count(0)
+    snap(page, shots, "guards-06-builtin")
+
+    offered(page, "Copy").click()
+    expect(page.get_by_test_id("saved-notice")).to_have_text(
+        "Copied summarizer to summarizer-copy: this copy is yours to change."
+    )
+    expect(page.get_by_test_id("my-scope")).to_have_attribute("data-scope", "owner")
+    for action in ("Edit", "Delete", "Sharing", "Copy"):
+        expect(offered(page, action)).to_have_count(1)
+    expect(page.get_by_test_id("builtin-notice")).to_have_count(0)
+    snap(page, shots, "guards-07-copied", phone=False)
+
+    sign_in_as(page, server, TOKEN)  # the admin: a built-in is read-only for admins too
+    builtin = api(server, "GET", "/agents/agent.builtin-classifier")
+    page.goto(f"{server.url}/#/agents/{builtin['id']}")
+    expect(page.get_by_test_id("my-scope")).to_have_attribute("data-scope", "builtin")
+    expect(offered(page, "Copy")).to_have_count(1)
+    for action in ("Edit", "Delete", "Sharing"):
+        expect(offered(page, action)).to_have_count(0)

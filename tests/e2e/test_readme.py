@@ -54,6 +54,7 @@ SAYS = {
     ],
     "examples/README.md": ['"headline": "Disk almost full on db-1"', '"title": "Hello, browser"'],
     "docs/workflows.md": ['"total": 14'],
+    "docs/api.md": ['"label": "billing"', '"summarizer-copy"'],
 }
 # Error statuses the text shows on purpose, by file: {status: how many times}.
 HTTP_ERRORS_SHOWN = {"README.md": {422: 1}}

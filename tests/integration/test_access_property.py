@@ -1,6 +1,7 @@
 """For random users, nested groups, owners, grants and markings (hypothesis), on both databases:
 ``GET /agents`` lists exactly the agents ``GET /agents/{id}`` lets the same caller read, and
-``my_share_scope`` is what a reference model of DESIGN.md section 2 says."""
+``my_share_scope`` is what a reference model of DESIGN.md section 2 says; everyone lists the
+built-in agents."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import BUILTIN_IDS
 from tests.integration.test_sharing_api import AGENTS, World
 
 PUBLIC = "public.all"
@@ -121,3 +123,8 @@ def test_list_matches_get_and_scope(client: TestClient, scenario: Scenario) -> N
                 readable[agent_id] = response.json()["my_share_scope"]
                 assert readable[agent_id] == scope, (user_id, spec)
         assert {a: v["my_share_scope"] for a, v in listed.items()} == readable
+        # The built-ins: everyone's to read and run, whoever they are and whatever they hold.
+        builtins = w.listed(user_id, is_builtin="true")
+        assert {a: v["my_share_scope"] for a, v in builtins.items()} == dict.fromkeys(
+            BUILTIN_IDS, "grant"
+        )

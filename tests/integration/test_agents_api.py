@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.conftest import FIXTURES, load_json
+from tests.conftest import BUILTIN_IDS, FIXTURES, load_json
 
 API = "/api/v1/agents"
 
@@ -214,8 +214,12 @@ def test_filters(client: TestClient) -> None:
     assert _ids(client, tags="x,y") == [a["id"]]
     assert _ids(client, folder_id=f1) == [b["id"]]
     assert _ids(client, collection_id=c1) == [b["id"]]
-    assert _ids(client, mode="workflow") == [wf["id"]]
-    assert _ids(client, input_mode="event") == [wf["id"]]
+    # The built-ins (workflows started by events) are listed too, unless left out.
+    assert _ids(client, mode="workflow") == [wf["id"], *BUILTIN_IDS]
+    assert _ids(client, mode="workflow", is_builtin="false") == [wf["id"]]
+    assert _ids(client, input_mode="event", is_builtin="false") == [wf["id"]]
+    assert _ids(client, is_builtin="true") == BUILTIN_IDS
+    assert _ids(client, is_builtin="true", mode="react") == []
     assert _ids(client, type="bot") == [a["id"]]
     assert _ids(client, mode="react", tags="x", q="beta") == [b["id"]]
     assert _ids(client, name="alpha") == [a["id"]]  # exactly the name:
@@ -225,6 +229,8 @@ def test_filters(client: TestClient) -> None:
     assert _ids(client, name="alpha", folder_id=f1) == [again["id"]]
     bad = client.get(API, params={"mode": "sideways"})
     assert bad.status_code == 422 and bad.json()["errors"][0]["loc"] == "/query/mode"
+    bad = client.get(API, params={"is_builtin": "yes"})
+    assert bad.status_code == 422 and bad.json()["errors"][0]["loc"] == "/query/is_builtin"
 
 
 def test_pages_have_no_duplicates_or_gaps(client: TestClient) -> None:
@@ -240,12 +246,13 @@ def test_pages_have_no_duplicates_or_gaps(client: TestClient) -> None:
         cursor = page["next_cursor"]
         if cursor is None:
             break
-    assert seen == sorted(made) and pages == 5
+    # The built-ins' ids (agent.builtin-…) sort after every server-made one.
+    assert seen == sorted(made) + BUILTIN_IDS and pages == 6
     # A deletion between pages neither repeats nor skips the rest.
     first = client.get(API, params={"limit": 10}).json()
     client.delete(f"{API}/{first['data'][-1]['id']}")
     rest = client.get(API, params={"limit": 200, "cursor": first["next_cursor"]}).json()
-    assert [a["id"] for a in rest["data"]] == sorted(made)[10:]
+    assert [a["id"] for a in rest["data"]] == sorted(made)[10:] + BUILTIN_IDS
     for limit in (0, 201):
         assert client.get(API, params={"limit": limit}).status_code == 422
     bad = client.get(API, params={"cursor": "garbage!"})

@@ -26,7 +26,7 @@ from dhub.settings import Settings
 from dhub.store import json_codec
 from dhub.store.db import normalize_url
 from dhub.store.tables import audit_log, users
-from tests.conftest import ADMIN_TOKEN, DATABASES, FIXTURES, load_json, url_for
+from tests.conftest import ADMIN_TOKEN, BUILTIN_IDS, DATABASES, FIXTURES, load_json, url_for
 from tests.integration.test_runs_api import REFUND
 from tests.support.asgi import RawResponse, send_raw
 from tests.support.attacks import Attack, Operation, attacks, operations
@@ -260,7 +260,7 @@ def test_other_users_read_as_before_after_the_attack(world: World, attacked: Out
     victim_agent = world.victim_agent["id"]
     assert world.call("victim", "GET", f"/agents/{victim_agent}") == world.victim_agent
     listed = world.call("victim", "GET", "/agents")["data"]
-    assert [a["id"] for a in listed] == [victim_agent]
+    assert [a["id"] for a in listed] == [victim_agent, *BUILTIN_IDS]
     prompt = world.victim_prompt["id"]
     assert world.call("victim", "GET", f"/prompts/{prompt}") == world.victim_prompt
     users = {u["id"]: u for u in world.call("victim", "GET", "/users")["data"]}

@@ -18,7 +18,15 @@ from typer.testing import CliRunner, Result
 
 from dhub.cli.main import app
 from dhub.client import Client
-from tests.conftest import ADMIN_TOKEN, FIXTURES, invalid_fixtures, load_json, valid_fixtures
+from tests.conftest import (
+    ADMIN_TOKEN,
+    BUILTIN_IDS,
+    BUILTIN_NAMES,
+    FIXTURES,
+    invalid_fixtures,
+    load_json,
+    valid_fixtures,
+)
 from tests.integration.test_agents_api import container, home
 
 TRIAGE = FIXTURES / "valid" / "workflow_triage.json"
@@ -169,7 +177,13 @@ def test_list_shows_agents_as_a_table_or_json(dhub: Any, tmp_path: Path) -> None
     header, *rows = table.stdout.splitlines()
     assert header.split() == ["ID", "NAME", "MODE", "INPUT", "VERSION", "TAGS", "FOLDER"]
     names = {row.split()[1] for row in rows}
-    assert names == {load_json(f)["name"] for f in valid_fixtures()}
+    assert names == {load_json(f)["name"] for f in valid_fixtures()} | BUILTIN_NAMES
+    # The built-ins sit in no folder, apart from the top level: the table says so.
+    assert {row.split()[-1] for row in rows if row.split()[0] in BUILTIN_IDS} == {"(built-in)"}
+    mine = dhub("agents", "list", "--no-builtin").stdout.splitlines()[1:]
+    assert {row.split()[1] for row in mine} == {load_json(f)["name"] for f in valid_fixtures()}
+    shipped = json.loads(dhub("agents", "list", "--builtin", "--json").stdout)
+    assert [a["id"] for a in shipped] == BUILTIN_IDS
 
     react = json.loads(dhub("agents", "list", "--json", "--mode", "react").stdout)
     assert {a["mode"] for a in react} == {"react"}
@@ -184,7 +198,8 @@ def test_table_columns_line_up_with_wide_names(dhub: Any, api: Client) -> None:
     api.create_agent(load_json(TRIAGE))
     header, *rows = dhub("agents", "list").stdout.splitlines()
     start = cell_len(header[: header.index("MODE")])
-    assert [cell_len(row[: row.index("workflow")]) for row in rows] == [start, start]
+    assert len(rows) == 2 + len(BUILTIN_IDS)  # the built-ins are workflows too
+    assert {cell_len(row[: row.index("workflow")]) for row in rows} == {start}
 
 
 def test_list_with_no_match(dhub: Any) -> None:
@@ -196,7 +211,8 @@ def test_list_with_no_match(dhub: Any) -> None:
 def test_iter_agents_follows_cursors(api: Client) -> None:
     doc = load_json(TRIAGE)
     ids = [api.create_agent(doc | {"name": f"triage-{i}"})["id"] for i in range(5)]
-    assert [a["id"] for a in api.iter_agents(page_size=2)] == ids
+    assert [a["id"] for a in api.iter_agents(page_size=2)] == ids + BUILTIN_IDS
+    assert [a["id"] for a in api.iter_agents(page_size=2, is_builtin=False)] == ids
     first = api.list_agents(limit=2)
     assert len(first.data) == 2
     assert first.next_cursor is not None

@@ -92,6 +92,8 @@ def agents(cli: Cli, api: Client, tmp_path: Path) -> None:
     assert (written["file"], written["format"]) == (str(tmp_path / "triage.yaml"), "yaml")
     [version] = cli("agents", "versions", "ticket-triage")
     assert version["version"] == 1 and version["created_by"] == "user.admin"
+    copied = cli("agents", "copy", "ticket-triage", "--name", "triage-2")
+    assert copied == api.get_agent("triage-2") and copied["is_builtin"] is False
 
 
 def identities(cli: Cli, api: Client) -> None:

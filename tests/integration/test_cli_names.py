@@ -81,6 +81,13 @@ COMMANDS = {
         lambda api, a, r: [v["version"] for v in json.loads(r.stdout)] == [2, 1],
         setup=lambda api, a: api.update_agent(a, {"description": "Second."}),
     ),
+    "agents copy": Command(
+        ("agents", "copy", "{agent}", "--json"),
+        lambda api, a, r: (
+            json.loads(r.stdout)["name"] == "ticket-triage-copy"
+            and api.get_agent(json.loads(r.stdout)["id"])["nodes"] == api.get_agent(a)["nodes"]
+        ),
+    ),
     "agents delete": Command(
         ("agents", "delete", "{agent}"),
         lambda api, a, r: not any(x["id"] == a for x in api.iter_agents()),

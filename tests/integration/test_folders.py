@@ -15,6 +15,7 @@ from dhub.services.examples import read_document
 from tests.integration.test_sharing_api import BUILDER, World, ok, react
 
 API = "/api/v1"
+MINE = "agents?is_builtin=false"  # the agents list without the built-ins everyone sees
 
 
 class Tree:
@@ -87,12 +88,12 @@ def test_a_grant_on_a_folder_reaches_everything_below_it(t: Tree) -> None:
     for path in (f"agents/{t.a}", f"prompts/{t.p}", f"folders/{t.g}", f"folders/{t.f}"):
         assert t.sees("bob", path), path
         assert ok(t.call("bob", "GET", path))["my_share_scope"] == "grant"
-    assert t.listed("bob", "agents") == [t.a]
+    assert t.listed("bob", MINE) == [t.a]
     assert t.listed("bob", f"folders/{t.f}/children") == sorted([t.g, t.p])
     refused = t.call("bob", "PATCH", f"agents/{t.a}", {"description": "bob was here"})
     assert refused.status_code == 403 and "'editor'" in refused.json()["detail"]
     assert not t.sees("bob", f"collections/{t.c}")  # nothing inherits upwards
-    assert not t.sees("carol", f"agents/{t.a}") and t.listed("carol", "agents") == []
+    assert not t.sees("carol", f"agents/{t.a}") and t.listed("carol", MINE) == []
     # A grant on the collection reaches every folder in it.
     ok(
         t.call(
@@ -127,7 +128,7 @@ def test_a_marked_folder_hides_everything_below_it_from_admins_too(t: Tree) -> N
         for path in (f"agents/{t.a}", f"folders/{t.g}", f"folders/{t.g}/children"):
             response = t.call(who, "GET", path)
             assert response.status_code == 404, (who, path)
-        assert t.a not in t.listed(who, "agents")
+        assert t.a not in t.listed(who, MINE)
         assert t.g not in t.listed(who, "folders")
         assert t.g not in t.listed(who, f"folders/{t.f}/children")
         missing = t.call(who, "GET", f"agents/{random_id}").json()["detail"]
@@ -181,7 +182,7 @@ def test_a_folder_moves_with_everything_in_it(t: Tree) -> None:
     )
     assert not t.sees("bob", f"agents/{t.a}")
     ok(t.call("alice", "PATCH", f"folders/{t.g}", {"folder_id": other}))
-    assert t.sees("bob", f"agents/{t.a}") and t.listed("bob", "agents") == [t.a]
+    assert t.sees("bob", f"agents/{t.a}") and t.listed("bob", MINE) == [t.a]
     cycle = t.call("alice", "PATCH", f"folders/{other}", {"folder_id": t.g})
     assert cycle.status_code == 422 and cycle.json()["errors"][0]["code"] == "folder_cycle"
     itself = t.call("alice", "PATCH", f"folders/{t.g}", {"folder_id": t.g})

@@ -303,6 +303,7 @@ CLIENT_METHODS = {
     "delete_agent": ["agent"],
     "delete_group": ["group_id"],
     "delete_user": ["user_id"],
+    "copy_agent": ["agent", "name", "folder_id"],
     "export_agent": ["agent"],
     "collection_children": ["collection", "limit", "cursor"],
     "create_collection": ["name", "description", "alias", "tags"],
@@ -341,12 +342,12 @@ CLIENT_METHODS = {
     "issue_token": ["user_id", "name", "expires_at"],
     "iter_agents": [
         "q", "name", "tags", "collection_id", "folder_id", "mode", "input_mode", "type",
-        "page_size",
+        "is_builtin", "page_size",
     ],
     "iter_audit": ["actor_id", "target_id", "action", "page_size"],
     "list_agents": [
-        "q", "name", "tags", "collection_id", "folder_id", "mode", "input_mode", "type", "limit",
-        "cursor",
+        "q", "name", "tags", "collection_id", "folder_id", "mode", "input_mode", "type",
+        "is_builtin", "limit", "cursor",
     ],
     "list_grants": ["agent"],
     "list_groups": [],

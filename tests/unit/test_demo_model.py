@@ -1,6 +1,6 @@
 """The demo model's script (dhub.providers.demo), through the same client as a real provider:
 what it asks and answers at each point of the support example's turn, the summarizer's
-headline, and the honest reply to anything else."""
+headline, the built-in agents' answers, and the honest reply to anything else."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dhub.providers.client import ModelClient
 from dhub.providers.demo import DemoModel
@@ -125,3 +127,80 @@ def test_it_answers_only_for_names_not_configured() -> None:
     assert providers.is_demo("openai") and not providers.is_demo("demo")
     assert providers.resolve("demo")["configured"] is True
     assert Providers().resolve("openai")["type"] is None  # off: nothing answers
+
+
+# -- the built-in agents (dhub/builtins/) --------------------------------------------------------
+
+ARTICLE = (
+    "The db-1 server ran out of disk at 03:00. Nightly backups failed as a result. The team "
+    "added a volume and the backups resumed. No data was lost."
+)
+
+
+def summarize(text: str, words: int) -> str:
+    prompt = (f"Summarize the text between <text> and </text> in at most {words} words.\n\n"
+              f"<text>\n{text}\n</text>")  # fmt: skip
+    return ask([Message("user", prompt)], system="You summarize texts faithfully.").message.content
+
+
+def test_the_summarizer_gets_the_opening_sentences_that_fit() -> None:
+    assert summarize(ARTICLE, 20) == (
+        "The db-1 server ran out of disk at 03:00. Nightly backups failed as a result."
+    )
+    assert summarize(ARTICLE, 100) == ARTICLE
+    assert summarize("one two three four five six", 3) == "one two three…"
+
+
+def labels_schema(labels: list[str]) -> dict[str, Any]:
+    """The classifier's response schema (dhub/builtins/classifier.yaml) for these labels."""
+    return {
+        "type": "object", "additionalProperties": False, "required": ["label", "reason"],
+        "properties": {"label": {"type": "string", "enum": labels}, "reason": {"type": "string"}},
+    }  # fmt: skip
+
+
+def classify(text: str, labels: list[str]) -> dict[str, Any]:
+    prompt = f"Labels: {json.dumps(labels)}\nClassify the text.\n\n<text>\n{text}\n</text>"
+    answer = ask([Message("user", prompt)], response_schema=labels_schema(labels))
+    parsed: dict[str, Any] = answer.parsed
+    return parsed
+
+
+def test_the_classifier_gets_the_label_the_text_mentions_most_said_as_a_keyword_match() -> None:
+    found = classify("I was billed twice; the bill is wrong", ["bug", "billing", "other"])
+    assert found["label"] == "billing"
+    assert found["reason"].startswith("The text mentions 'billed', 'bill' (the label 'billing')")
+    assert "demo model's keyword match" in found["reason"]
+    assert found["reason"].endswith("set DHUB_OPENAI_API_KEY and restart the server.")
+    # The labels' words are read loosely ("bugs" is "bug"), case aside.
+    assert classify("Bugs everywhere", ["Bug report", "billing"])["label"] == "Bug report"
+
+
+def test_a_text_naming_no_label_gets_the_fallback_label_or_an_error() -> None:
+    assert classify("Hello there", ["billing", "Other"])["label"] == "Other"
+    with pytest.raises(ProviderError) as refused:
+        classify("Hello there", ["billing", "bug"])
+    assert refused.value.kind == "unsupported"
+    assert "mentions none of them" in refused.value.message
+    assert "set DHUB_OPENAI_API_KEY" in refused.value.message
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(max_size=200),
+    labels=st.lists(st.text(min_size=1, max_size=20), min_size=1, max_size=6, unique=True),
+)
+def test_a_classification_is_always_one_of_the_labels_or_an_honest_refusal(
+    text: str, labels: list[str]
+) -> None:
+    """Whatever the text and labels: a label among them (the client checked it against the
+    schema), or the refusal saying what to configure; never anything else."""
+    outcome: dict[str, Any] | ProviderError
+    try:
+        outcome = classify(text, labels)
+    except ProviderError as refused:
+        outcome = refused
+    if isinstance(outcome, ProviderError):
+        assert outcome.kind == "unsupported" and "DHUB_OPENAI_API_KEY" in outcome.message
+    else:
+        assert outcome["label"] in labels and "keyword match" in outcome["reason"]

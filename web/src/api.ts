@@ -162,7 +162,8 @@ export async function findAgentByName(name: string, folderId: string | null): Pr
   let cursor: string | null = null
   do {
     const page: { data: Agent[]; next_cursor: string | null } = await api.get(
-      `/agents${query({ q: name, limit: 200, cursor })}`,
+      // Built-ins sit in no folder and hold no folder's names (docs/api.md#built-in-agents).
+      `/agents${query({ q: name, is_builtin: 'false', limit: 200, cursor })}`,
     )
     for (const a of page.data) {
       if (a.name === name && (a.folder_id ?? null) === (folderId ?? null)) return a

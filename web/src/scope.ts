@@ -1,16 +1,18 @@
 // What the caller may do with an agent: `my_share_scope` says how it has access (owner, grant,
-// admin); for a grant, the agent's grants say which scope (docs/access.md). The server checks
-// every action anyway: this only keeps the console from offering what would be refused.
+// admin); for a grant, the agent's grants say which scope (docs/access.md). A built-in agent
+// (`is_builtin`) is everyone's to read and run and no one's to change, admins included: it is
+// copied instead. The server checks every action anyway: this only keeps the console from
+// offering what would be refused.
 
 import { api } from './api'
 import { useSession } from './session'
 import type { Agent, Grant, Me } from './types'
 import { useAsync } from './util'
 
-export type Scope = 'owner' | 'admin' | 'editor' | 'runner' | 'viewer'
+export type Scope = 'owner' | 'admin' | 'editor' | 'runner' | 'viewer' | 'builtin'
 export type Action = 'read' | 'run' | 'edit' | 'share'
 
-const RANK: Record<Scope, number> = { viewer: 1, runner: 2, editor: 3, admin: 4, owner: 5 }
+const RANK: Record<Scope, number> = { viewer: 1, runner: 2, builtin: 2, editor: 3, admin: 4, owner: 5 }
 const NEEDS: Record<Action, Scope> = { read: 'viewer', run: 'runner', edit: 'editor', share: 'admin' }
 
 export const SCOPE_TEXT: Record<Scope, string> = {
@@ -19,6 +21,7 @@ export const SCOPE_TEXT: Record<Scope, string> = {
   editor: 'editor (a grant): you may read, run and edit it',
   runner: 'runner (a grant): you may read and run it, not edit it',
   viewer: 'viewer (a grant): you may read it, not run or edit it',
+  builtin: 'built-in: everyone may read and run it; copy it to change it',
 }
 
 export function can(scope: Scope | null, action: Action): boolean {
@@ -39,12 +42,13 @@ export function grantedScope(me: Me, grants: Grant[]): Scope | null {
 export function useMyScope(agent: Agent | undefined): Scope | null {
   const { me } = useSession()
   const how = agent?.my_share_scope ?? null
-  const needsGrants = how === 'grant' && !me.is_admin
+  const needsGrants = how === 'grant' && !me.is_admin && !agent?.is_builtin
   const grants = useAsync(
     (s) => (agent && needsGrants ? api.get<{ data: Grant[] }>(`/agents/${agent.id}/grants`, s) : Promise.resolve({ data: [] })),
     [agent?.id, needsGrants],
   )
   if (!agent || how === null) return null
+  if (agent.is_builtin) return 'builtin'
   if (how === 'owner') return 'owner'
   if (me.is_admin) return 'admin'
   if (!grants.data) return null

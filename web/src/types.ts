@@ -66,6 +66,7 @@ export interface Agent {
   edges: WorkflowEdge[]
   conversations: ConversationVariable[]
   version: number
+  is_builtin: boolean
   [key: string]: unknown
 }
 

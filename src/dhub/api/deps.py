@@ -90,10 +90,11 @@ def _check_each(request: Request) -> None:
         raise InvalidInput(errors)
 
 
-async def json_body(request: Request) -> Any:
+async def json_body(request: Request, optional: bool = False) -> Any:
     """The request body as JSON within the bounds of domain/bounds.py, or read from YAML when
     its Content-Type says so (api/yaml_io.py). A body over the size limit is refused while it
-    streams in rather than after it was held in memory whole."""
+    streams in rather than after it was held in memory whole. ``optional``: no body (or only
+    whitespace) is None."""
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -103,6 +104,8 @@ async def json_body(request: Request) -> Any:
                 "document."
             )
         chunks.append(chunk)
+    if optional and not b"".join(chunks).strip():
+        return None
     if is_yaml(request.headers.get("content-type")):
         return await yaml_body(b"".join(chunks))
     return parse_document(b"".join(chunks))

@@ -51,12 +51,18 @@ LIST_PARAMETERS = [
     _param("input_mode", {"type": "string", "enum": list(_ENUMS["input_mode"])}, "chat or event"),
     _param("type", {"type": "string"}, "Only agents of this subtype"),
     _param(
+        "is_builtin",
+        {"type": "boolean"},
+        "true: only the built-in agents (shipped with dhub); false: only the others",
+    ),
+    _param(
         "limit",
         {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": DEFAULT_PAGE},
         "Page size",
     ),
     _param("cursor", {"type": "string"}, "next_cursor of the previous page"),
 ]
+_BOOLEANS = {"true": True, "false": False}
 
 
 def parse_list_query(params: QueryParams) -> ListQuery:
@@ -76,6 +82,15 @@ def parse_list_query(params: QueryParams) -> ListQuery:
         enums[name] = value
     limit = _limit(params.get("limit"), errors)
     tags = _tags(params, errors)
+    builtin = params.get("is_builtin")
+    if builtin is not None and builtin not in _BOOLEANS:
+        errors.append(
+            FieldError(
+                "/query/is_builtin",
+                f"'is_builtin' is true or false; got {builtin!r}.",
+                "bool_parsing",
+            )
+        )
     if errors:
         raise InvalidInput(errors)
     flt = AgentFilter(
@@ -87,6 +102,7 @@ def parse_list_query(params: QueryParams) -> ListQuery:
         mode=enums["mode"],
         input_mode=enums["input_mode"],
         type=text["type"],
+        is_builtin=None if builtin is None else _BOOLEANS[builtin],
     )
     return ListQuery(flt, limit, text["cursor"] or None)
 

@@ -84,12 +84,19 @@ def list_(
             help="Only agents in this collection, in any of its folders (name or id).",
         ),
     ] = None,
+    builtin: Annotated[
+        bool | None,
+        typer.Option(
+            "--builtin/--no-builtin",
+            help="Only the built-in agents (shipped with dhub), or only the others.",
+        ),
+    ] = None,
     limit: Annotated[
         int | None, typer.Option(min=1, help="Show at most this many (default: all).")
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """List the agents you can see, oldest first."""
+    """List the agents you can see, oldest first (the built-ins last)."""
     with reporting_errors():
         api = client_from(ctx)
         found = api.iter_agents(
@@ -101,6 +108,7 @@ def list_(
             type=type_,
             folder_id=api.resolve_folder(folder)["id"] if folder else None,
             collection_id=api.resolve_collection(collection)["id"] if collection else None,
+            is_builtin=builtin,
             page_size=min(limit, MAX_PAGE) if limit else None,
         )
         agents = list(islice(found, limit))
@@ -121,8 +129,18 @@ def _row(agent: Agent) -> list[str]:
         str(agent.get("input_mode") or ""),
         str(agent.get("version") or ""),
         ",".join(agent.get("tags") or []),
-        str(agent.get("folder_id") or "-"),  # names are unique per folder only
+        _folder(agent, "-"),  # names are unique per folder only
     ]
+
+
+BUILTIN_FOLDER = "(built-in)"
+
+
+def _folder(agent: Agent, top_level: str) -> str:
+    """Where the agent sits: its folder, the top level, or with the built-ins (no folder)."""
+    if agent.get("is_builtin"):
+        return BUILTIN_FOLDER
+    return str(agent.get("folder_id") or top_level)
 
 
 @app.command()
@@ -155,12 +173,18 @@ def _fields(agent: Agent) -> list[tuple[str, str]]:
         ("description", str(agent.get("description") or "-")),
         ("mode", f"{agent.get('mode')}, input {agent.get('input_mode')}"),
         ("version", f"{agent.get('version')} (updated {when(agent.get('updated_at'))})"),
-        ("folder", str(agent.get("folder_id") or "- (top level)")),
-        ("your access", str(agent.get("my_share_scope") or "-")),
+        ("folder", _folder(agent, "- (top level)")),
+        ("your access", _access(agent)),
     ]
     if agent.get("mode") == "react":
         fields.append(("model", f"{spec.get('model_provider')}/{spec.get('model')}"))
     return fields
+
+
+def _access(agent: Agent) -> str:
+    if agent.get("is_builtin"):
+        return "read and run (a built-in: `dhub agents copy` makes a copy you can change)"
+    return str(agent.get("my_share_scope") or "-")
 
 
 def _parts(agent: Agent) -> list[tuple[str, list[str]]]:
@@ -238,6 +262,28 @@ def move(
         found = resolve_agent(api, agent)
         moved = move_to(api, found["id"], to, collection, home)
     done(as_json, f"moved {labelled(moved)} {where(moved)}", moved)
+
+
+@app.command()
+def copy(
+    ctx: typer.Context,
+    agent: AgentArgument,
+    name: Annotated[
+        str | None,
+        typer.Option(help="The copy's name (default: the agent's, or <name>-copy, -copy-2...)."),
+    ] = None,
+    folder: Annotated[
+        str | None,
+        typer.Option("--folder", help="The folder id to put it in (default: where new agents go)."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Copy an agent you can read (a built-in one too) into one of your own to change."""
+    with reporting_errors():
+        api = client_from(ctx)
+        found = resolve_agent(api, agent)
+        made = api.copy_agent(str(found["id"]), name=name, folder_id=folder)
+    done(as_json, f"copied {labelled(found)} to {labelled(made)}", made)
 
 
 @app.command()

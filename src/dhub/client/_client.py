@@ -147,11 +147,13 @@ class Client(AccessMixin, FoldersMixin, RunsMixin, ConversationsMixin):
         mode: Mode | None = None,
         input_mode: InputMode | None = None,
         type: str | None = None,
+        is_builtin: bool | None = None,
         limit: int | None = None,
         cursor: str | None = None,
     ) -> AgentPage:
         """One page of the agents the caller can see, in creation order. ``q`` is a substring
-        of the name, alias or description; ``name`` is exactly the name."""
+        of the name, alias or description; ``name`` is exactly the name; ``is_builtin``: only
+        the built-in agents (True) or only the others (False)."""
         params = query(
             q=q,
             name=name,
@@ -161,6 +163,7 @@ class Client(AccessMixin, FoldersMixin, RunsMixin, ConversationsMixin):
             mode=mode,
             input_mode=input_mode,
             type=type,
+            is_builtin=None if is_builtin is None else str(bool(is_builtin)).lower(),
             limit=limit,
             cursor=cursor,
         )
@@ -178,6 +181,7 @@ class Client(AccessMixin, FoldersMixin, RunsMixin, ConversationsMixin):
         mode: Mode | None = None,
         input_mode: InputMode | None = None,
         type: str | None = None,
+        is_builtin: bool | None = None,
         page_size: int | None = None,
     ) -> Iterator[Agent]:
         """Every matching agent, fetching pages lazily by following ``next_cursor``."""
@@ -191,6 +195,7 @@ class Client(AccessMixin, FoldersMixin, RunsMixin, ConversationsMixin):
                 mode=mode,
                 input_mode=input_mode,
                 type=type,
+                is_builtin=is_builtin,
                 limit=page_size,
                 cursor=cursor,
             )
@@ -235,6 +240,17 @@ class Client(AccessMixin, FoldersMixin, RunsMixin, ConversationsMixin):
             if agent.get("name") == name and (agent.get("folder_id") or None) == folder_id:
                 return agent
         return None
+
+    def copy_agent(
+        self, agent: str, name: str | None = None, folder_id: str | None = None
+    ) -> Agent:
+        """An editable copy of an agent you can read (a built-in or any other; ``agent``: its
+        id or name): yours, version 1, not built-in. ``name``: the copy's (a ``Conflict`` if
+        taken); default: the agent's, or the first free of ``<name>-copy``,
+        ``<name>-copy-2``, ... ``folder_id``: where it goes; default: where a new agent
+        without a folder goes."""
+        body = {k: v for k, v in (("name", name), ("folder_id", folder_id)) if v is not None}
+        return self._object("POST", f"{self._agent_path(agent)}/copy", json=body)
 
     def apply_agent(self, doc: Mapping[str, Any]) -> ApplyResult:
         """Create the agent, or make the existing one with the same name in the same place

@@ -1,9 +1,10 @@
 """Names wherever ids go: which string is an id, and which resource a name stands for.
 
-An id is what the server makes, ``<category>.<ulid>`` (``agent.01m8pq9je70y0jz9n1k7fmy8v2``);
-any other string is a name, looked up exactly among the resources the caller can see. Names
-are unique per folder only, so one name may stand for several resources: that is an error
-naming each, never a guess.
+An id is what the server makes, ``<category>.<ulid>`` (``agent.01m8pq9je70y0jz9n1k7fmy8v2``),
+or the stable id of a built-in agent (``agent.builtin-summarizer``); any other string is a
+name, looked up exactly among the resources the caller can see. Names are unique per folder
+only, so one name may stand for several resources: that is an error naming each, never a
+guess.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ _ULID = "[0-9abcdefghjkmnpqrstvwxyz]{26}"
 
 # What each kind of resource is called in ids (``folder.<ulid>``) and URLs (``/folders``).
 CATEGORIES = ("agent", "prompt", "tool", "actor", "role", "folder", "collection")
+# The built-in agents' ids (dhub.services.builtins: ``agent.builtin-<file name>``).
+_BUILTIN = "builtin-[a-z0-9][a-z0-9-]*"
 
 
 def is_id(category: str, ref: str) -> bool:
     """Whether ``ref`` has the shape of an id of this category (then it is never a name)."""
-    return re.fullmatch(f"{re.escape(category)}\\.{_ULID}", ref) is not None
+    return re.fullmatch(f"{re.escape(category)}\\.(?:{_ULID}|{_BUILTIN})", ref) is not None
 
 
 def category_of(ref: str) -> str | None:

@@ -41,6 +41,11 @@ SERVER_OWNED_FIELDS = (
 )
 
 
+# Where the built-in agents' names are unique (store/agents.py ``folder_key``): among
+# themselves, apart from every folder. No agent may name it as its folder_id.
+BUILTIN_FOLDER = "(built-in)"
+
+
 class PromptRef(SpecModel):
     prompt_id: str
     variables: JsonObject | None = Field(

@@ -51,7 +51,12 @@ class LLMConfig(SpecModel):
     system_prompt: str = ""
     reasoning_effort: ReasoningEffort | None = None
     output: str = "llm_output"
-    response: JsonObject = Field(default={}, description="JSON schema, or {} for text.")
+    # A string: one ``{{ … }}`` expression giving the schema at run time (engine/walk.py),
+    # e.g. ``"{{ schema }}"`` for a schema that is one of the run's inputs.
+    response: JsonObject | str = Field(
+        default={},
+        description="JSON schema, or {} for text; or one {{ … }} expression giving the schema.",
+    )
 
 
 class ToolCallConfig(SpecModel):

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import MISSING
 
 from dhub.domain.nodes import (
@@ -204,6 +206,29 @@ def _derived(source: str, name: str | None) -> dict[str, Any] | None:
         return derive_parameters(source, entry_point(source, name)).schema
     except SpecError:
         return None
+
+
+def response_schema(ev: Evaluate, node: LLMWorkflowNode, scope: Scope) -> dict[str, Any]:
+    """The JSON schema an llm node's answer must fit ({} for text): its ``response`` as
+    written, or what its one ``{{ … }}`` expression gives, which must be a valid schema."""
+    response = node.config.response
+    if not isinstance(response, str):
+        return dict(response)
+    schema = ev.value(response, scope, "response")
+    if not isinstance(schema, dict):
+        raise NodeFailure(
+            f"response should give a JSON schema (an object, or {{}} for text), got "
+            f"{type(schema).__name__} {schema!r:.60}",
+            "invalid_input",
+        )
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "the top level"
+        raise NodeFailure(
+            f"response gives an invalid JSON schema (at {where}): {exc.message}", "invalid_input"
+        ) from None
+    return schema
 
 
 def needs_confirmation(node: ActorCallWorkflowNode) -> bool:

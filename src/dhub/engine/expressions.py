@@ -33,6 +33,11 @@ _NO_ATTRIBUTE = re.compile(r"has no attribute '(?P<name>[^']+)'")
 _MAX_CACHED = 4096
 
 
+def is_one_block(source: str) -> bool:
+    """Whether ``source`` is exactly one ``{{ … }}`` block (a value field's native value)."""
+    return _ONE_BLOCK.match(source) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class Where:
     """Which node and field a string belongs to, for error messages."""

@@ -8,11 +8,12 @@ from typing import Any, TypeGuard
 
 from pydantic import TypeAdapter, ValidationError
 
-from dhub.domain.agent import SERVER_OWNED_FIELDS, AgentSpec
+from dhub.domain.agent import BUILTIN_FOLDER, SERVER_OWNED_FIELDS, AgentSpec
 from dhub.domain.errors import FieldError, InvalidInput
 from dhub.domain.functions import ITEM_TAGS
 from dhub.domain.nodes import NODE_TYPES
 from dhub.domain.pointers import from_validation_error, join
+from dhub.engine.expressions import is_one_block
 from dhub.engine.graph_checks import check_workflow
 from dhub.sandbox.spec import Problem, code_problems, function_problems
 
@@ -154,6 +155,12 @@ def check_text(doc: dict[str, Any]) -> list[FieldError]:
     values = [(k, doc.get(k)) for k in _TEXT]
     if isinstance(tags, list):
         values += [(f"tags/{i}", t) for i, t in enumerate(tags)]
+    if doc.get("folder_id") == BUILTIN_FOLDER:
+        message = (
+            f"'{BUILTIN_FOLDER}' is where the built-in agents' names are kept, not a folder: "
+            "choose another folder_id, or none."
+        )
+        errors.append(FieldError("/folder_id", message, "reserved"))
     for key, value in values:
         if not isinstance(value, str):
             continue
@@ -183,6 +190,7 @@ def check_modes(doc: dict[str, Any]) -> list[FieldError]:
     else:
         errors = []  # the schema check reports an unknown mode
     errors.extend(_check_loops(doc))
+    errors.extend(_check_responses(doc))
     return errors
 
 
@@ -232,6 +240,23 @@ def _workflow_fields(doc: dict[str, Any]) -> list[FieldError]:
             )
         )
     return errors
+
+
+def _check_responses(doc: dict[str, Any]) -> Iterator[FieldError]:
+    """An llm node's ``response`` written as a string is worked out at run time, so it must
+    be one expression giving a value (a schema); other text would only ever fail there."""
+    for (_, i), node in _walk(doc, ("nodes", "*")):
+        if not isinstance(node, dict) or node.get("type") != "llm":
+            continue
+        config = node.get("config")
+        response = config.get("response") if isinstance(config, dict) else None
+        if isinstance(response, str) and not is_one_block(response):
+            yield FieldError(
+                join("nodes", i, "config", "response"),
+                "response is a JSON schema (an object, {} for text) or one {{ … }} expression "
+                "giving one, such as '{{ schema }}' for a schema among the run's inputs.",
+                "not_an_expression",
+            )
 
 
 def _check_loops(doc: dict[str, Any]) -> Iterator[FieldError]:

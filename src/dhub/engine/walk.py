@@ -228,7 +228,11 @@ class Walk:
         config, scope = node.config, self.scope(frame)
         system_prompt = ev.template(config.system_prompt, scope, "system_prompt")
         prompt = ev.template(config.prompt, scope, "prompt")
-        self.started_with({"system_prompt": system_prompt, "prompt": prompt})
+        response = actions.response_schema(ev, node, scope)
+        started: dict[str, Any] = {"system_prompt": system_prompt, "prompt": prompt}
+        if isinstance(config.response, str):  # worked out for this run: show what it gave
+            started["response"] = response
+        self.started_with(started)
         command_id = self.wait_on(frame, node.id, "running")
         self.commands.append(
             CallModel(
@@ -238,7 +242,7 @@ class Walk:
                 config.model,
                 system_prompt,
                 prompt,
-                dict(config.response),
+                response,
                 config.reasoning_effort,
                 frame,
             )

@@ -10,6 +10,12 @@ sees each example run end to end before setting a key:
   the results;
 - a request for an alert's headline (examples/incident_summarizer.json) gets a one-line
   summary of the alert's JSON;
+- the built-in agents (dhub/builtins/): the summarizer's request (a ``<text>`` block to
+  summarize in "at most N words") gets the text's opening sentences, an extractive summary;
+  the classifier's (a structured answer whose ``label`` is one of an ``enum``) gets the label
+  whose words the text mentions most, its reason saying that this is a keyword match by the
+  demo model; the extractor's (any other structured answer) is refused, saying what to
+  configure, as made-up data would be worse than none;
 - anything else gets an honest "I am the demo model" reply saying what to configure.
 
 It never pretends to be a real model: every answer it gives is marked ``"model": "demo"`` in
@@ -18,8 +24,10 @@ its usage (runtime/model.py), which the CLI and the console show.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from dhub.providers.errors import ProviderError
@@ -42,6 +50,11 @@ class DemoModel(FunctionModel):
         self.configure = configure
 
     def _answer(self, request: ModelRequest) -> ReplyLike:
+        asked = _last_user(request.messages)
+        labels = _labels(request.response_schema)
+        if labels is not None:
+            error = functools.partial(self._error, request.model)
+            return classify(_text_block(asked) or asked, labels, self._setup(), error)
         if request.response_schema is not None:
             return ProviderError(
                 "unsupported",
@@ -53,9 +66,11 @@ class DemoModel(FunctionModel):
         tools = {t.name for t in request.tools}
         if {"lookup_order", "issue_refund"} <= tools:
             return support_turn(request.messages, self._intro())
-        asked = _last_user(request.messages)
         if "headline" in f"{request.system} {asked}".lower() and "{" in asked:
             return headline(asked)
+        text = _text_block(asked)
+        if text is not None and "summar" in f"{request.system} {asked}".lower():
+            return lead_summary(text, _max_words(asked))
         return (
             f"{self._intro()} It answers offline so that you can try dhub; it does not "
             f"understand your message. {self._setup()}"
@@ -69,6 +84,15 @@ class DemoModel(FunctionModel):
 
     def _setup(self) -> str:
         return f"For real answers, {self.configure} and restart the server."
+
+    def _error(self, model: str, why: str) -> ProviderError:
+        return ProviderError(
+            "unsupported",
+            f"the demo model (answering for model provider '{self.provider}', which is not "
+            f"configured) {why}: {self.configure}",
+            provider=NAME,
+            model=model,
+        )
 
 
 # -- the support example --------------------------------------------------------------------
@@ -157,3 +181,91 @@ def headline(prompt: str) -> str:
 
 def _last_user(messages: tuple[Message, ...]) -> str:
     return next((m.content for m in reversed(messages) if m.role == "user"), "")
+
+
+# -- the built-in agents (dhub/builtins/) --------------------------------------------------------
+
+_TEXT_BLOCK = re.compile(r"<text>\n(.*?)\n</text>", re.DOTALL)  # on lines of their own
+_AT_MOST = re.compile(r"at most (\d+) words")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_TOKEN = re.compile(r"[^\W_]+")
+_FALLBACK_LABELS = ("other", "others", "unknown", "none", "misc", "miscellaneous", "unclear")
+
+
+def _text_block(prompt: str) -> str | None:
+    """The text between ``<text>`` and ``</text>``, each on a line of its own (the built-ins
+    put their input there)."""
+    found = _TEXT_BLOCK.search(prompt)
+    return found.group(1).strip() if found else None
+
+
+def _max_words(prompt: str) -> int:
+    found = _AT_MOST.search(prompt)
+    return max(1, int(found.group(1))) if found else 80
+
+
+def lead_summary(text: str, max_words: int) -> str:
+    """The text's opening sentences, as many as fit in ``max_words`` words (at least the
+    first, cut to fit): the extractive summary a demo can honestly make."""
+    taken: list[str] = []
+    count = 0
+    for sentence in _SENTENCE_END.split(" ".join(text.split())):
+        words = sentence.split()
+        if count + len(words) > max_words:
+            if not taken:
+                return " ".join(words[:max_words]) + "…"
+            break
+        taken.append(sentence)
+        count += len(words)
+    return " ".join(taken)
+
+
+def _labels(schema: Any) -> list[str] | None:
+    """The labels of a classifier's response schema: an object with a ``label`` among an
+    ``enum`` of strings and a ``reason``; None for any other schema."""
+    if not isinstance(schema, dict):
+        return None
+    properties = schema.get("properties")
+    if not isinstance(properties, dict) or set(properties) != {"label", "reason"}:
+        return None
+    label = properties["label"]
+    enum = label.get("enum") if isinstance(label, dict) else None
+    if not isinstance(enum, list) or not all(isinstance(v, str) for v in enum):
+        return None
+    return enum
+
+
+def _same_word(word: str, token: str) -> bool:
+    """A label's word and a word of the text, loosely: "bug" is in "bugs", "billing" in
+    "billed" (a shared start of two thirds of the shorter word, three letters at least)."""
+    if len(word) < 3:
+        return token == word
+    shorter = min(len(word), len(token))
+    shared = next((i for i in range(shorter) if word[i] != token[i]), shorter)
+    return shared >= max(3, shorter * 2 // 3)
+
+
+def classify(
+    text: str, labels: list[str], setup: str, error: Callable[[str], ProviderError]
+) -> ReplyLike:
+    """The label whose words the text mentions most, and why, said as a keyword match; a
+    fallback label ("other", ...) when none is mentioned; else an error saying to configure a
+    real model."""
+    tokens = [t.lower() for t in _TOKEN.findall(text)]
+    scores: list[tuple[int, list[str], str]] = []
+    for label in labels:
+        words = [w.lower() for w in _TOKEN.findall(label)]
+        hits = [t for t in tokens if any(_same_word(w, t) for w in words)]
+        scores.append((len(hits), hits, label))
+    best = max(scores, key=lambda s: s[0], default=(0, [], ""))
+    note = "This is the demo model's keyword match, not a model's judgement. " + setup
+    if best[0] == 0:
+        fallback = next((lb for lb in labels if lb.lower() in _FALLBACK_LABELS), None)
+        if fallback is None:
+            return error("classifies by the labels' words only, and the text mentions none of them")
+        return {"label": fallback, "reason": f"The text mentions none of the other labels. {note}"}
+    mentioned = ", ".join(f"'{w}'" for w in dict.fromkeys(best[1]))
+    tied = [s[2] for s in scores if s[0] == best[0] and s[2] != best[2]]
+    also = f"; as often as {', '.join(repr(t) for t in tied)}, the first is taken" if tied else ""
+    reason = f"The text mentions {mentioned} (the label '{best[2]}'{also}). {note}"
+    return {"label": best[2], "reason": reason}

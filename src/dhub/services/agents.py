@@ -50,6 +50,18 @@ class Page:
     next_cursor: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class CopyOf:
+    """What ``create`` needs to know of the agent it copies (``AgentService.copy``)."""
+
+    record: repo.AgentRecord
+    free_name: bool  # no name was asked for: the source's, or the first free variant of it
+    markings: list[str]  # the source's effective markings: its own and those above it
+
+
+COPY_FIELDS = ("name", "folder_id")
+
+
 def dump_spec(spec: AgentSpec) -> str:
     return spec.model_dump_json()
 
@@ -85,7 +97,11 @@ class AgentService:
         self.providers = providers
         self._reach = shares.ReachCache()
 
-    async def create(self, principal: Principal, doc: Any) -> AgentView:
+    async def create(
+        self, principal: Principal, doc: Any, *, copy_of: CopyOf | None = None
+    ) -> AgentView:
+        """A new agent owned by the caller; ``copy_of``: it copies that agent (``copy``), so
+        it may take a free variant of its name and carries its markings."""
         spec = validate_agent_document(doc)
         agent_id, now = new_id("agent"), now_ms()
         async with self.db.write() as conn:
@@ -97,12 +113,50 @@ class AgentService:
                 conn, principal, "agent", spec.folder_id, spec.collection_id
             )
             spec = placement.placed(spec, to)
+            if copy_of is not None and copy_of.free_name:
+                name = await _free_name(conn, to.key, spec.name)
+                spec = spec.model_copy(update={"name": name})
             await self._check_name_free(conn, principal, spec, None)
             await self._insert(conn, agent_id, spec, dump_spec(spec), principal, now)
             await tree.place(conn, agent_id, to.parent)
+            if copy_of is not None:
+                await self._copied(conn, principal, agent_id, copy_of)
             found = await repo.get_agent(conn, agent_id, sorted(principal.principal_ids))
         assert found is not None
         return AgentView(found.record, found.owners, "owner", found.above)
+
+    async def copy(self, principal: Principal, agent_id: str, body: Any) -> AgentView:
+        """An editable copy of an agent the caller may read (a built-in or any other), owned
+        by the caller, at version 1: its current document, saved like any new agent (its
+        references checked for the caller), with ``name`` and ``folder_id`` from ``body``.
+        Without a name it keeps the source's, or the first free of ``<name>-copy``,
+        ``<name>-copy-2``, ...; without a folder it goes where a new agent without one goes."""
+        name, folder_id = _copy_body(body)
+        async with self.db.read() as conn:
+            source = await self._load(conn, principal, agent_id, "read")
+        record = source.record
+        doc = orjson.loads(record.document)
+        # The copy's place is the caller's to choose: a folder (its collection follows), else
+        # where a new agent goes (the caller's home folder), never the original's by default.
+        doc.pop("folder_id", None)
+        doc.pop("collection_id", None)
+        if folder_id is not None:
+            doc["folder_id"] = folder_id
+        if name is not None:
+            doc["name"] = name
+        copy_of = CopyOf(record, name is None, source.effective_markings)
+        return await self.create(principal, doc, copy_of=copy_of)
+
+    async def _copied(
+        self, conn: Conn, principal: Principal, agent_id: str, source: CopyOf
+    ) -> None:
+        """The copy carries the source's effective markings as its own (the caller holds every
+        one, having read it), those inherited from its folders too: wherever the copy goes, it
+        must not declassify what it copies."""
+        if source.markings:
+            await shares.set_markings(conn, agent_id, source.markings)
+        copied = {"id": source.record.id, "version": source.record.version}
+        await audit.record(conn, principal.user_id, "agent.copy", agent_id, copied, source.markings)
 
     async def _insert(
         self,
@@ -171,12 +225,13 @@ class AgentService:
             reach = None
             if visible.restricted:
                 held = visible.held_markings or ()
-                reach = await self._reach.get(conn, visible.principals, held)
+                reach = await self._reach.get(conn, visible.principals, held, visible.builtins)
             found = await repo.list_agents(conn, flt, visible, after, limit + 1, reach)
         data = []
         for row in found[:limit]:  # the SQL filter already left only what the caller may see
             owner_ids = [o["id"] for o in row.owners]
-            seen = policy.access(principal, owner_ids, row.grant, (), row.above)
+            builtin = row.record.is_builtin
+            seen = policy.access(principal, owner_ids, row.grant, (), row.above, builtin=builtin)
             scope = seen.scope if seen else None
             data.append(AgentView(row.record, row.owners, scope, row.above))
         next_cursor = encode_cursor(found[limit - 1].record.id) if len(found) > limit else None
@@ -211,7 +266,9 @@ class AgentService:
                 before = [o["id"] for o in found.owners]
                 await sharing.change_owners(conn, principal, agent_id, before, owners)
                 found = await self._find(conn, principal, agent_id)
-                seen = policy.access(principal, owners, found.grant, (), found.above)
+                seen = policy.access(
+                    principal, owners, found.grant, (), found.above, builtin=found.record.is_builtin
+                )
                 scope = seen.scope if seen else None  # None: the caller gave its access away
             record = await self._store_document(conn, principal, found.record, spec)
             if moved_to is not None:
@@ -351,6 +408,13 @@ class AgentService:
             record = (await self._load(conn, principal, agent_id, "read")).record
         return record
 
+    async def read_access(self, principal: Principal, agent_id: str) -> policy.Access:
+        """The caller's access to an agent it may read (NotFound otherwise): which of its
+        runs the caller sees follows from it (``policy.sees_run``)."""
+        async with self.db.read() as conn:
+            found = await self._find(conn, principal, agent_id)
+        return _require(principal, "read", found)
+
     async def run_scope(self, principal: Principal) -> tuple[list[str] | None, list[str]]:
         """Whose runs, tasks and conversations a caller may list, through their agents: (the
         agents it reaches, None for admins who reach all; the agents hidden from it by
@@ -359,7 +423,8 @@ class AgentService:
         held = visible.held_markings or ()
         async with self.db.read(snapshot=True) as conn:
             if visible.restricted:
-                return (await self._reach.get(conn, visible.principals, held)).ids, []
+                reach = await self._reach.get(conn, visible.principals, held, visible.builtins)
+                return reach.ids, []
             return None, await shares.marked_beyond(conn, held)
 
     async def runnable(self, principal: Principal, agent_id: str) -> repo.AgentRecord:
@@ -381,7 +446,61 @@ def _require(principal: Principal, action: policy.Action, found: repo.AgentRow) 
     owner_ids = [o["id"] for o in found.owners]
     markings = orjson.loads(found.record.markings)
     return policy.require(
-        principal, action, found.record.id, owner_ids, found.grant, markings, above=found.above
+        principal,
+        action,
+        found.record.id,
+        owner_ids,
+        found.grant,
+        markings,
+        above=found.above,
+        builtin=found.record.is_builtin,
+    )
+
+
+def _copy_body(body: Any) -> tuple[str | None, str | None]:
+    """The ``name`` and ``folder_id`` a copy asks for (None: not asked); no body is {}."""
+    if body is None:
+        return None, None
+    if not isinstance(body, dict):
+        message = (
+            'The body is optional; when given, a JSON object: {"name": ..., "folder_id": ...}.'
+        )
+        raise InvalidInput([FieldError("", message, "type")])
+    errors = [
+        FieldError(f"/{key}", f"A copy takes only 'name' and 'folder_id': remove '{key}'.",
+                   "extra_forbidden")
+        for key in body
+        if key not in COPY_FIELDS
+    ]  # fmt: skip
+    for key in COPY_FIELDS:
+        if body.get(key) is not None and not isinstance(body[key], str):
+            errors.append(
+                FieldError(f"/{key}", f"'{key}' is a string (or null to leave it out).", "type")
+            )
+    if errors:
+        raise InvalidInput(errors)
+    return body.get("name"), body.get("folder_id")
+
+
+_MAX_NAME = 200
+_COPY_TRIES = 1000
+
+
+async def _free_name(conn: Conn, key: str, name: str) -> str:
+    """``name`` when free, else the first free of ``<name>-copy``, ``<name>-copy-2``, ... (cut
+    to fit the name's length). Taken: held in the folder, or a built-in's name (everyone
+    sees the built-ins, so a copy named like one would make that name ambiguous)."""
+    candidates = [name] + [
+        name[: _MAX_NAME - len(suffix)] + suffix
+        for suffix in ("-copy", *(f"-copy-{n}" for n in range(2, _COPY_TRIES + 1)))
+    ]
+    taken = await repo.names_taken(conn, key, name[: _MAX_NAME - len("-copy-1000")])
+    for candidate in candidates:
+        if candidate not in taken:
+            return candidate
+    raise Conflict(
+        f"'{name}' and its first {_COPY_TRIES} copy names are taken in that folder: give the "
+        'copy a name ({"name": "..."}).'
     )
 
 

@@ -263,7 +263,10 @@ class Reach:
             return None
         owners = [o["id"] for o in row.owners]
         markings = orjson.loads(row.record.markings)
-        seen = policy.access(self.principal, owners, row.grant, markings, row.above)
+        builtin = row.record.is_builtin
+        seen = policy.access(
+            self.principal, owners, row.grant, markings, row.above, builtin=builtin
+        )
         return row if seen is not None and seen.allows(_ACTION[kind]) else None
 
 

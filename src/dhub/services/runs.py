@@ -1,7 +1,8 @@
 """Runs of agents (DESIGN.md 4): start, read, list, cancel, read their events.
 
 A run is visible to whoever may read its agent, and started or cancelled by whoever may run it
-(the ``runner`` scope). Start inputs are checked against the start node before the run exists
+(the ``runner`` scope); a run of a built-in agent only to its user and admins
+(``policy.sees_run``). Start inputs are checked against the start node before the run exists
 (422 naming each input). The run then executes in this process's RunExecutor.
 """
 
@@ -18,6 +19,7 @@ from typing import Any, TypeVar
 import orjson
 from sqlalchemy.exc import IntegrityError
 
+from dhub.access import policy
 from dhub.access.principal import Principal
 from dhub.access.tokens import principal_of
 from dhub.domain.agent import AgentSpec
@@ -216,7 +218,9 @@ class RunService:
         first event started (and False), never a second run."""
         kind, payload, key = _event_body(body)
         if key is not None:
-            await self.agents.runnable(who, agent_id)
+            record = await self.agents.runnable(who, agent_id)
+            if record.is_builtin:
+                key = _own_key(who.user_id, key)
             async with self.db.read() as conn:
                 found = await store.find_by_idempotency_key(conn, agent_id, key)
             if found is not None:
@@ -311,12 +315,15 @@ class RunService:
     async def get(self, who: Principal, run_id: str) -> store.RunRecord:
         async with self.db.read() as conn:
             run = await store.get_run(conn, run_id)
+        missing = NotFound(f"No run with id '{run_id}'.")
         if run is None:
-            raise NotFound(f"No run with id '{run_id}'.")
+            raise missing
         try:
-            await self.agents.readable(who, run.agent_id)
+            seen = await self.agents.read_access(who, run.agent_id)
         except NotFound:
-            raise NotFound(f"No run with id '{run_id}'.") from None
+            raise missing from None
+        if not policy.sees_run(who, seen, run.user_id):
+            raise missing
         return run
 
     async def page(
@@ -331,11 +338,13 @@ class RunService:
         caller started (admins: every run), of agents it may still read."""
         visible: list[str] | None = None
         hidden: list[str] = []
+        everyones = who.is_admin
         if agent_id is not None:
-            await self.agents.readable(who, agent_id)
+            seen = await self.agents.read_access(who, agent_id)
+            everyones = policy.sees_others_runs(seen)
         else:
             visible, hidden = await self.agents.run_scope(who)
-        mine = None if (agent_id is not None or who.is_admin) else who.user_id
+        mine = None if everyones else who.user_id
         flt = store.RunFilter(agent_id=agent_id, status=status, user_id=mine)
         after = _decode(cursor) if cursor else None
         async with self.db.read() as conn:
@@ -494,6 +503,14 @@ class TaskService:
 def _start_variables(graph: CompiledGraph) -> set[str]:
     start = graph.nodes[graph.start]
     return {v.name for v in getattr(start.config, "variables", [])}
+
+
+def _own_key(user_id: str, key: str) -> str:
+    """The idempotency key of a user's event to a built-in agent, as stored: everyone runs a
+    built-in, so one user's key must neither find another's run (and show it) nor block
+    another's event. A digest of the pair, to fit the column whatever the ids' lengths."""
+    digest = hashlib.sha256(orjson.dumps([user_id, key])).hexdigest()
+    return f"user:{digest}"
 
 
 def _event_body(body: Any) -> tuple[str, dict[str, Any], str | None]:

@@ -26,6 +26,7 @@ from dhub.runtime.ports import RealClock, SandboxFunctions
 from dhub.runtime.queue import QUEUE, RunQueue
 from dhub.runtime.worker import QueueWorker, handoff
 from dhub.sandbox.runner import SandboxRunner, SandboxSettings
+from dhub.services.builtins import install_builtins
 from dhub.services.runs import Graphs
 from dhub.settings import Settings, secure_data_dir
 from dhub.store.db import Database
@@ -118,6 +119,7 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
     secure_data_dir(settings.data_dir)
     db = Database(settings.database_url)
     await db.migrate()
+    await install_builtins(db)  # the built-in agents of this dhub, installed or upgraded
     sandbox = SandboxRunner(SandboxSettings.from_env(settings.data_dir))
     if sandbox.settings.isolation == "unsafe":
         log.warning(

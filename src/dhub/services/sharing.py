@@ -46,7 +46,9 @@ def name_conflict(
 def _readable(principal: Principal, row: repo.AgentRow | ResourceRow) -> bool:
     owners = [o["id"] for o in row.owners]
     markings = orjson.loads(row.record.markings)
-    return policy.access(principal, owners, row.grant, markings, row.above) is not None
+    builtin = row.record.is_builtin
+    found = policy.access(principal, owners, row.grant, markings, row.above, builtin=builtin)
+    return found is not None
 
 
 def _unknown(loc: str, principal_id: str) -> FieldError:

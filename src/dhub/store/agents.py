@@ -25,6 +25,7 @@ from sqlalchemy import (
     update,
 )
 
+from dhub.domain.agent import BUILTIN_FOLDER
 from dhub.store import sharing, tree
 from dhub.store.db import Conn
 
@@ -80,6 +81,7 @@ class AgentFilter:
     mode: str | None = None
     input_mode: str | None = None
     type: str | None = None
+    is_builtin: bool | None = None
 
 
 _RECORD_COLUMNS = (
@@ -94,6 +96,12 @@ _RECORD_COLUMNS = (
     agents.c.created_at,
     agents.c.updated_at,
 )
+
+
+# The built-in agents' names are unique among themselves, apart from every folder: a built-in
+# never takes a name from anyone's folder, nor blocks one (services/builtins.py). No folder_id
+# may be this (engine/validate.py), so no one's agent can squat a built-in's name either.
+BUILTIN_FOLDER_KEY = BUILTIN_FOLDER
 
 
 def folder_key(folder_id: str | None, collection_id: str | None = None) -> str:
@@ -228,6 +236,16 @@ async def find_by_name(conn: Conn, key: str, name: str) -> str | None:
     return holder
 
 
+async def names_taken(conn: Conn, key: str, prefix: str) -> set[str]:
+    """The names starting with ``prefix`` held in that folder (``key``: see folder_key) or by
+    a built-in."""
+    keys = [key, BUILTIN_FOLDER_KEY]
+    stmt = select(agents.c.name).where(
+        agents.c.folder_key.in_(keys), agents.c.name.startswith(prefix, autoescape=True)
+    )
+    return {str(row[0]) for row in await conn.execute(stmt)}
+
+
 def _like(text: str) -> str:
     escaped = text.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
@@ -242,6 +260,7 @@ class Visibility:
     principals: tuple[str, ...]
     restricted: bool
     held_markings: tuple[str, ...] | None  # None: no marking check (internal callers only)
+    builtins: bool = False  # restricted callers see the built-in agents too
 
     @classmethod
     def everything(cls) -> Visibility:
@@ -250,7 +269,9 @@ class Visibility:
         return cls(principals=(), restricted=False, held_markings=None)
 
 
-_EQUALITY_FILTERS = ("name", "collection_id", "folder_id", "mode", "input_mode", "type")
+_EQUALITY_FILTERS = (
+    "name", "collection_id", "folder_id", "mode", "input_mode", "type", "is_builtin"
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,14 +360,16 @@ async def list_agents(
     grant; ``after_id`` is the last id of the previous page.
 
     A restricted caller's page is read from ``reach`` (the sorted ids its principals own or
-    were granted, and their grants; sharing.ReachCache) in growing windows after the cursor, so
+    were granted, and the built-ins when ``visible.builtins``, with their grants;
+    sharing.ReachCache) in growing windows after the cursor, so
     a page touches about as many agents as it returns, however many the caller can reach."""
     if not visible.restricted:
         shape, values = _shape_and_values(flt, visible, after_id, limit)
         page = _rows_to_agents((await conn.execute(_list_statement(shape), values)).all())
         return await with_above(conn, page, visible.principals)
     if reach is None:
-        reach = await sharing.reach_of(conn, visible.principals, visible.held_markings or ())
+        held = visible.held_markings or ()
+        reach = await sharing.reach_of(conn, visible.principals, held, visible.builtins)
     # The reach already left out agents with markings the caller does not hold.
     visible = dataclasses.replace(visible, held_markings=None)
     ids = reach.ids

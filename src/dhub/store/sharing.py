@@ -21,6 +21,7 @@ from sqlalchemy import (
     insert,
     literal,
     select,
+    true,
     union,
     union_all,
     update,
@@ -73,6 +74,8 @@ _REACH = union_all(
         )
     ),
 )
+# The built-in agents, which every caller reads (access/policy.py): not owned, not granted.
+_BUILTINS = select(agents.c.id).where(agents.c.is_builtin == true())  # "=": ix_agents_builtin
 _RANK = {"viewer": 1, "runner": 2, "editor": 3}
 
 
@@ -94,18 +97,21 @@ def _marked(held: Collection[str]) -> Any:
 @dataclass(frozen=True, slots=True)
 class Reach:
     """What a caller can see through its principals: the sorted ids of the resources they own
-    or were granted, themselves or through a folder or collection above them, and whose every
-    marking (inherited ones included) the caller holds; the best scope granted on each granted
-    one, and which are owned."""
+    or were granted, themselves or through a folder or collection above them (and the
+    built-in agents, when asked), and whose every marking (inherited ones included) the
+    caller holds; the best scope granted on each granted one, and which are owned."""
 
     ids: list[str]
     grants: dict[str, str]
     owned: frozenset[str] = frozenset()
 
 
-async def reach_of(conn: Conn, principals: Sequence[str], held: Collection[str]) -> Reach:
+async def reach_of(
+    conn: Conn, principals: Sequence[str], held: Collection[str], builtins: bool = False
+) -> Reach:
     """Collected over the principal-first indexes (probing each principal per agent scanned
-    made a checked list page 17x slower than an unchecked one)."""
+    made a checked list page 17x slower than an unchecked one). ``builtins``: the built-in
+    agents count too (every caller reads them; access/policy.py)."""
     ids: set[str] = set()
     owned: set[str] = set()
     grants: dict[str, str] = {}
@@ -115,6 +121,8 @@ async def reach_of(conn: Conn, principals: Sequence[str], held: Collection[str])
             owned.add(resource_id)
         elif _RANK[scope] > _RANK.get(grants.get(resource_id, ""), 0):
             grants[resource_id] = scope
+    if builtins:
+        ids.update(str(r[0]) for r in await conn.execute(_BUILTINS))
     hidden = {str(r[0]) for r in await conn.execute(_marked(held))}
     return Reach(sorted(ids - hidden), grants, frozenset(owned - hidden))
 
@@ -137,14 +145,17 @@ class ReachCache:
 
     def __init__(self, max_entries: int = 256) -> None:
         self._max_entries = max_entries
-        self._entries: dict[tuple[tuple[str, ...], tuple[str, ...], int], Reach] = {}
+        self._entries: dict[tuple[tuple[str, ...], tuple[str, ...], bool, int], Reach] = {}
 
-    async def get(self, conn: Conn, principals: Sequence[str], held: Sequence[str]) -> Reach:
-        """Read ``conn`` in a snapshot, so that the epoch and the page agree."""
-        key = (tuple(principals), tuple(held), await read_epoch(conn))
+    async def get(
+        self, conn: Conn, principals: Sequence[str], held: Sequence[str], builtins: bool = False
+    ) -> Reach:
+        """Read ``conn`` in a snapshot, so that the epoch and the page agree. Installing a
+        built-in bumps the epoch too (services/builtins.py)."""
+        key = (tuple(principals), tuple(held), builtins, await read_epoch(conn))
         found = self._entries.get(key)
         if found is None:
-            found = await reach_of(conn, principals, held)
+            found = await reach_of(conn, principals, held, builtins)
             if len(self._entries) >= self._max_entries:
                 self._entries.clear()  # entries of older epochs are dead anyway
             self._entries[key] = found

@@ -68,6 +68,8 @@ agents = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
     UniqueConstraint("folder_key", "name", name="uq_agents_folder_name"),
+    # The built-ins, which every caller's reach includes (store/sharing.py), found by index.
+    Index("ix_agents_builtin", "is_builtin", "id"),
 )
 
 agent_versions = Table(

@@ -5,7 +5,7 @@ import { Graph } from '../components/Graph'
 import { href, navigate } from '../router'
 import type { Route } from '../router'
 import type { Agent, AgentVersion, Page, Run } from '../types'
-import { takeFlash } from '../flash'
+import { flash, takeFlash } from '../flash'
 import { SCOPE_TEXT, can, useMyScope } from '../scope'
 import { errorText, failureReason, formatTime, shortId, useAsync } from '../util'
 import { everything, folderLabel } from '../folders'
@@ -59,7 +59,8 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
   )
   const versions = useAsync((s) => api.get<{ data: AgentVersion[] }>(`/agents/${agentId}/versions`, s), [agentId])
   const runs = useAsync((s) => api.get<Page<Run>>(`/runs${query({ agent_id: agentId, limit: 10 })}`, s), [agentId])
-  const [deleteError, setDeleteError] = useState<string | null>(null)
+  const [actionError, setActionError] = useState<string | null>(null)
+  const [copying, setCopying] = useState(false)
   const [saved] = useState(() => takeFlash(agentId))
   const scope = useMyScope(current.data)
   const [moved, setMoved] = useState<Agent | null>(null)
@@ -76,7 +77,21 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
       await api.del(`/agents/${agent.id}`)
       navigate('/agents')
     } catch (e) {
-      setDeleteError(errorText(e))
+      setActionError(errorText(e))
+    }
+  }
+
+  // A copy is the caller's own, editable, at version 1, named by the server (docs/api.md).
+  const copy = async () => {
+    setCopying(true)
+    try {
+      const made = await api.post<Agent>(`/agents/${agent.id}/copy`)
+      flash(made.id, `Copied ${agent.name} to ${made.name}: this copy is yours to change.`)
+      navigate(`/agents/${made.id}`)
+    } catch (e) {
+      setActionError(errorText(e))
+    } finally {
+      setCopying(false)
     }
   }
 
@@ -93,13 +108,23 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
         {can(scope, 'run') && agent.input_mode === 'chat' && <a className="button primary" href={href(`/chat/${agent.id}`)}>Chat</a>}
         {can(scope, 'run') && <a className={agent.input_mode === 'chat' ? 'button' : 'button primary'} href={href(`/agents/${agent.id}/run`)}>Start a run</a>}
         {can(scope, 'edit') && <a className="button" href={href(`/agents/${agent.id}/edit`)}>Edit</a>}
-        <a className="button" href={href(`/agents/${agent.id}/sharing`)}>Sharing</a>
+        {scope !== null && (
+          <button type="button" onClick={copy} disabled={copying}>{copying ? 'Copying…' : 'Copy'}</button>
+        )}
+        {!agent.is_builtin && <a className="button" href={href(`/agents/${agent.id}/sharing`)}>Sharing</a>}
         {owner && <button type="button" className="danger" onClick={remove}>Delete</button>}
       </PageHeader>
       <div aria-live="polite">{saved && <p className="success" role="status" data-testid="saved-notice">{saved}</p>}</div>
-      {deleteError && <p className="error-box" role="alert">{deleteError}</p>}
+      {actionError && <p className="error-box" role="alert">{actionError}</p>}
+      {agent.is_builtin && (
+        <p className="notice" data-testid="builtin-notice">
+          A built-in agent, shipped with dhub: everyone may run it, no one may change it (it is upgraded with dhub).
+          To change it, <strong>Copy</strong> it: the copy is yours.
+        </p>
+      )}
       <p>{agent.description}</p>
       <div className="meta">
+        {agent.is_builtin && <span className="pill builtin">built-in</span>}
         <span className="pill">{agent.mode}</span>
         <span className="pill">{agent.input_mode}</span>
         {agent.type && agent.type !== agent.mode && <span className="pill">{agent.type}</span>}
@@ -151,6 +176,7 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
             {agent.owners.map((o) => (
               <li key={o.id}>{o.display_name} <span className="muted small">{o.id}</span></li>
             ))}
+            {agent.is_builtin && <li className="muted">None: dhub ships it.</li>}
           </ul>
           <h2>Recent runs</h2>
           {runs.data?.data.length ? (

@@ -118,6 +118,7 @@ export function AgentsPage({ route }: { route: Route }) {
               </div>
               <p className="agent-desc">{a.description || <span className="muted">No description.</span>}</p>
               <div className="meta">
+                {a.is_builtin && <span className="pill builtin">built-in</span>}
                 <span className="pill">{a.mode}</span>
                 <span className="pill">{a.input_mode}</span>
                 <span className="muted small">v{a.version}</span>

@@ -138,6 +138,49 @@ async def delete_agent(agent_id: str, ctx: Ctx) -> Response:
     return Response(status_code=204)
 
 
+_COPY_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": False,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "properties": {
+                        "name": {
+                            "anyOf": [{"type": "string"}, {"type": "null"}],
+                            "description": "The copy's name (409 if taken); default: the "
+                            "agent's, or the first free of <name>-copy, <name>-copy-2, ...",
+                        },
+                        "folder_id": {
+                            "anyOf": [{"type": "string"}, {"type": "null"}],
+                            "description": "Where the copy goes; default: where a new agent "
+                            "without folder_id goes",
+                        },
+                    },
+                    "additionalProperties": False,
+                }
+            }
+        },
+    }
+}
+
+
+@router.post(
+    "/{agent_id}/copy",
+    status_code=201,
+    response_model=AgentResponse,
+    openapi_extra=_COPY_BODY,
+    responses={409: {"description": "The name asked for is taken in that folder"}},
+)
+async def copy_agent(agent_id: str, request: Request, ctx: Ctx) -> Response:
+    """An editable copy of an agent you can read (a built-in or any other): yours, not
+    built-in, at version 1; its references are checked for you as on any create."""
+    body = await json_body(request, optional=True)
+    view = await ctx.svc.agents.copy(ctx.who, agent_id, body)
+    location = f"/api/v1/agents/{view.record.id}"
+    return _raw(agent_json(view), status_code=201, headers={"Location": location})
+
+
 @router.get("/{agent_id}/versions", response_model=AgentVersionList)
 async def list_versions(agent_id: str, ctx: Ctx) -> Response:
     return JSON({"data": await ctx.svc.agents.versions(ctx.who, agent_id)})
