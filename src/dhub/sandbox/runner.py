@@ -31,8 +31,10 @@ from dhub.sandbox.worker import FunctionResult, Limits, Worker
 
 # Tries to start a sandbox with network: slirp4netns attaching to the namespace while
 # bubblewrap sets up its loopback fails now and then (bwrap: "loopback: Failed RTM_NEWADDR", or
-# a broken pipe: a few in a hundred starts, six at a time on two cores), and a new start works.
-_NETWORK_STARTS = 3
+# a broken pipe: a few in a hundred starts, six at a time on two cores), and a new start works,
+# after a pause: back to back, the same race under the same load failed three times running.
+_NETWORK_STARTS = 5
+_NETWORK_PAUSE = 0.05  # seconds before the second try, doubling
 # Each sandbox of a root server runs as its own unprivileged user, picked from this range, so
 # a process limit counts that sandbox alone and sandboxes cannot signal each other.
 _UIDS = range(200_000, 265_000)
@@ -174,7 +176,9 @@ class SandboxRunner:
         }
 
         async def start() -> tuple[Worker | None, FunctionResult]:
-            for _ in range(_NETWORK_STARTS if call.network else 1):
+            for attempt in range(_NETWORK_STARTS if call.network else 1):
+                if attempt:
+                    await asyncio.sleep(_NETWORK_PAUSE * 2 ** (attempt - 1))
                 worker, result = await Worker.start(launch, {**setup, "uid": self._uid()}, limits)
                 if worker is not None or result.kind != "sandbox":
                     break
