@@ -270,3 +270,41 @@ def test_two_users_apply_the_same_example_and_each_gets_their_own(t: Tree) -> No
     assert made["bob"]["id"] != made["carol"]["id"]
     assert made["bob"]["folder_id"] != made["carol"]["folder_id"]
     assert not t.sees("carol", f"agents/{made['bob']['id']}")
+
+
+def _agent_moved_home_by_0011(connection: Any) -> tuple[Any, ...]:
+    """Back to 0010, a user with a top-level agent as the old server stored it, then up."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from dhub.store.migrate import alembic_config
+
+    command.downgrade(alembic_config(connection), "0010")
+    connection.execute(text("INSERT INTO users (id, display_name, is_admin, created_at) "
+                            "VALUES ('user.old', 'Old', false, 1)"))  # fmt: skip
+    doc = '{"name":"legacy","folder_id":null,"description":"d","mode":"react"}'
+    connection.execute(
+        text("INSERT INTO agents (id, name, folder_key, description, mode, input_mode, version,"
+             " document, is_builtin, markings, created_by, created_at, updated_at) VALUES"
+             " ('agent.legacy', 'legacy', '', 'd', 'react', 'chat', 1, :doc, false, '[]',"
+             " 'user.old', 1, 1)"), {"doc": doc},
+    )  # fmt: skip
+    command.upgrade(alembic_config(connection), "head")
+    row = connection.execute(text("SELECT folder_id, folder_key, document FROM agents "
+                                  "WHERE id = 'agent.legacy'")).one()  # fmt: skip
+    home = connection.execute(text("SELECT id, type, created_by FROM resources WHERE "
+                                   "folder_key = 'home:user.old'")).one()  # fmt: skip
+    return (*row, *home)
+
+
+async def test_migration_0011_moves_top_level_resources_home(settings: Any) -> None:
+    from dhub.store.db import Database
+
+    db = Database(settings.database_url)
+    await db.migrate()
+    try:
+        folder_id, key, document, home, kind, owner = await db.run_sync(_agent_moved_home_by_0011)
+    finally:
+        await db.dispose()
+    assert folder_id == key == home and kind == "home" and owner == "user.old"
+    assert f'"folder_id":"{home}"' in document
