@@ -47,7 +47,11 @@ def plans(draw: st.DrawFn) -> Plan:
 
 
 def _all_pages(w: World, user: str, url: str) -> list[str]:
-    ids: list[str] = []
+    return [item["id"] for item in _all_items(w, user, url)]
+
+
+def _all_items(w: World, user: str, url: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
     cursor = None
     while True:
         sep = "&" if "?" in url else "?"
@@ -56,10 +60,10 @@ def _all_pages(w: World, user: str, url: str) -> list[str]:
                 user, "GET", url + (f"{sep}limit=3&cursor={cursor}" if cursor else f"{sep}limit=3")
             )
         )
-        ids += [item["id"] for item in page["data"]]
+        items += page["data"]
         cursor = page["next_cursor"]
         if cursor is None:
-            return ids
+            return items
 
 
 @settings(
@@ -108,10 +112,13 @@ def test_listing_equals_filtering_by_get(client: TestClient, plan: Plan) -> None
 
     mine = set(agents) | set(folders)
     for user in (*users, owner):
-        gettable = {
-            a for a in agents if w.call(user, "GET", f"{API}/agents/{a}").status_code == 200
-        }
-        assert set(_all_pages(w, user, f"{API}/agents")) & mine == gettable
+        got = {a: w.call(user, "GET", f"{API}/agents/{a}") for a in agents}
+        gettable = {a: r.json() for a, r in got.items() if r.status_code == 200}
+        listed = {i["id"]: i for i in _all_items(w, user, f"{API}/agents") if i["id"] in mine}
+        assert set(listed) == set(gettable)
+        for a, item in listed.items():  # what comes down the tree, as a GET tells it
+            for name in ("my_share_scope", "effective_markings", "owners"):
+                assert item[name] == gettable[a][name], (a, name)
         for folder in folders:
             if w.call(user, "GET", f"{API}/folders/{folder}").status_code != 200:
                 assert w.call(user, "GET", f"{API}/folders/{folder}/children").status_code == 404

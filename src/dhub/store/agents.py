@@ -390,7 +390,10 @@ async def list_agents(
         ]
         start += len(chunk)
         window *= 2  # filters left too few: look further, in fewer rounds
-    return await with_above(conn, found[:limit], visible.principals)
+    # What comes down the tree is in the reach: no look up it (bench/access_list.py --tree).
+    return [
+        dataclasses.replace(r, above=tree.from_reach(reach, r.record.id)) for r in found[:limit]
+    ]
 
 
 def _markings_held(held: BindParameter[Any]) -> ColumnElement[bool]:

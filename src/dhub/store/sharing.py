@@ -9,7 +9,7 @@ sees a new epoch.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -104,6 +104,10 @@ class Reach:
     ids: list[str]
     grants: dict[str, str]
     owned: frozenset[str] = frozenset()
+    # The markings each reachable resource inherits from the containers above it (all held:
+    # anything carrying an unheld one is not reachable), so a page read from the reach needs
+    # no look up the tree (store/tree.py from_reach).
+    marked_above: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 async def reach_of(
@@ -124,7 +128,29 @@ async def reach_of(
     if builtins:
         ids.update(str(r[0]) for r in await conn.execute(_BUILTINS))
     hidden = {str(r[0]) for r in await conn.execute(_marked(held))}
-    return Reach(sorted(ids - hidden), grants, frozenset(owned - hidden))
+    above: dict[str, set[str]] = {}
+    if held:
+        for resource_id, marking_id in await conn.execute(_MARKED_ABOVE, {"held": list(held)}):
+            if resource_id in ids:
+                above.setdefault(resource_id, set()).add(marking_id)
+    return Reach(
+        sorted(ids - hidden),
+        grants,
+        frozenset(owned - hidden),
+        {r: frozenset(m) for r, m in above.items() if r not in hidden},
+    )
+
+
+# Held markings on containers, with each resource below them.
+_MARKED_ABOVE = (
+    select(resource_ancestors.c.resource_id, resource_markings.c.marking_id)
+    .select_from(
+        resource_markings.join(
+            resource_ancestors, resource_ancestors.c.ancestor_id == resource_markings.c.resource_id
+        )
+    )
+    .where(resource_markings.c.marking_id.in_(bindparam("held", expanding=True)))
+)
 
 
 async def marked_beyond(conn: Conn, held: Collection[str]) -> list[str]:

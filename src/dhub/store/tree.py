@@ -27,7 +27,7 @@ from sqlalchemy import (
 )
 
 from dhub.store.db import Conn
-from dhub.store.sharing import bump_epoch
+from dhub.store.sharing import Reach, bump_epoch
 from dhub.store.tables import (
     agents,
     resource_ancestors,
@@ -58,6 +58,18 @@ class Inherited:
 
 
 NOTHING = Inherited()
+
+
+def from_reach(reach: Reach, resource_id: str) -> Inherited:
+    """What a caller inherits on a resource of its ``reach``, read from the reach alone: its
+    owned and granted sets already hold what comes down the tree, and its marked_above the
+    markings from above (the policy takes the better of a row's own and inherited access,
+    so own ownership and grants counted here change nothing)."""
+    return Inherited(
+        resource_id in reach.owned,
+        reach.grants.get(resource_id),
+        reach.marked_above.get(resource_id, frozenset()),
+    )
 
 
 _CHAIN = (
