@@ -26,6 +26,7 @@ from pydantic import MISSING, BaseModel, ConfigDict, Field, model_validator
 from dhub.domain.agent import EFFECTIVE_MARKINGS, Owner, ShareScope
 from dhub.domain.base import JsonObject, PositiveInt, SpecModel
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig, FunctionSpec, ToolItem
+from dhub.domain.knowledge import KnowledgeTool
 
 Category = Literal["prompt", "tool", "actor", "role", "folder", "collection"]
 CATEGORIES: tuple[Category, ...] = ("prompt", "tool", "actor", "role", "folder", "collection")
@@ -52,7 +53,16 @@ REFERENCE_USE: dict[str, str] = {
     "agent": "run",
     "folder": "edit",  # to place something in it
     "collection": "edit",
+    "table": "read",
+    "template": "read",
+    "ontology": "read",
 }
+# Where each kind is listed: /api/v1/<plural>.
+PLURALS = {"ontology": "ontologies"}
+
+
+def plural(kind: str) -> str:
+    return PLURALS.get(kind, f"{kind}s")
 
 
 def unreachable(kind: str, ref_id: str) -> str:
@@ -61,7 +71,7 @@ def unreachable(kind: str, ref_id: str) -> str:
     may only read, so it reveals nothing of what (if anything) is there."""
     return (
         f"No {kind} '{ref_id}' that you can {REFERENCE_USE.get(kind, 'read')}: check the id "
-        f"(GET /api/v1/{kind}s lists the ones you can read), or ask its owner to share it "
+        f"(GET /api/v1/{plural(kind)} lists the ones you can read), or ask its owner to share it "
         "with you."
     )
 
@@ -307,3 +317,5 @@ class ResolvedAgent:
     tools: list[AgentToolConfig | str] = field(default_factory=list)
     actors: list[AgentActorConfig] = field(default_factory=list)
     roles: list[InlineRole] = field(default_factory=list)
+    # What its tables, templates and ontologies give it (domain/knowledge.py).
+    knowledge: list[KnowledgeTool] = field(default_factory=list)

@@ -141,15 +141,24 @@ class FunctionRequest:
     browser: bool = False
 
 
+def mapped_inputs(
+    ev: Evaluate,
+    node: CodeWorkflowNode | ToolCallWorkflowNode | ActorCallWorkflowNode,
+    scope: Scope,
+) -> dict[str, Any]:
+    """A calling node's ``input_mappings``, evaluated."""
+    return {
+        name: ev.value(value, scope, f"input_mappings.{name}")
+        for name, value in node.config.input_mappings.items()
+    }
+
+
 def function_request(
     ev: Evaluate,
     node: CodeWorkflowNode | ToolCallWorkflowNode | ActorCallWorkflowNode,
     scope: Scope,
 ) -> FunctionRequest:
-    inputs = {
-        name: ev.value(value, scope, f"input_mappings.{name}")
-        for name, value in node.config.input_mappings.items()
-    }
+    inputs = mapped_inputs(ev, node, scope)
     if isinstance(node, CodeWorkflowNode):
         config = node.config
         return FunctionRequest(

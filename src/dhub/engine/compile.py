@@ -13,12 +13,13 @@ skipped, and a node joining the normal and the fallback paths runs exactly once 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
 from dhub.domain.agent import AgentSpec
+from dhub.domain.knowledge import KnowledgeTool
 from dhub.domain.nodes import (
     Edge,
     ErrorHandlerWorkflowNode,
@@ -71,6 +72,11 @@ class CompiledGraph:
     handler_of: MappingProxyType[str, str]  # guarded node id -> error handler id
     start: str
     ends: tuple[str, ...]
+    # A workflow's knowledge tools by name: what tool_call and actor_call nodes may name
+    # besides functions (domain/knowledge.py), resolved for the run's user.
+    knowledge: MappingProxyType[str, KnowledgeTool] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
 
     def body_scope(self, loop_id: str) -> Scope:
         return self.scopes[loop_id]
@@ -96,10 +102,12 @@ def compile_agent(
     react agent. ``resolved``: the react agent's references resolved (services/references.py),
     or why they cannot be (its runs then fail saying so); without it, its references must be
     inline (its instructions the system prompt). ``budget`` gives its input-token budget,
-    and with it compaction."""
+    and with it compaction. A workflow takes only the ``knowledge`` of ``resolved``: its
+    nodes' stored tools are resolved into the spec (services/resolution.py)."""
     spec = doc if isinstance(doc, AgentSpec) else validate_agent_document(doc)
     if spec.mode != "react" or spec.agent is None:
-        return compile_spec(spec)
+        known = resolved.knowledge if isinstance(resolved, ResolvedAgent) else ()
+        return compile_spec(spec, knowledge=known)
     if isinstance(resolved, str):
         return compile_spec(spec, broken_config(spec, resolved))
     agent = spec.agent
@@ -109,22 +117,30 @@ def compile_agent(
         return compile_spec(spec, react_config(spec, budget=tokens))
     config = react_config(
         spec, system=resolved.system_prompt, tools=resolved.tools, actors=resolved.actors,
-        budget=tokens, roles=resolved.roles,
+        budget=tokens, roles=resolved.roles, knowledge=resolved.knowledge,
     )  # fmt: skip
     return compile_spec(spec, config)
 
 
-def compile_spec(spec: AgentSpec, react: ReactConfig | None = None) -> CompiledGraph:
+def compile_spec(
+    spec: AgentSpec, react: ReactConfig | None = None, knowledge: Sequence[KnowledgeTool] = ()
+) -> CompiledGraph:
     """Compile a validated spec. A react agent needs its ``react`` config (references
-    resolved, see ``react_config``): it becomes ``start → agent → end``."""
+    resolved, see ``react_config``): it becomes ``start → agent → end``. ``knowledge``: the
+    tools a workflow's nodes may name (a react agent's are in its config)."""
     if spec.mode != "workflow":
         if react is None:
             raise ValueError("a react agent compiles with its resolved config (react_config)")
         return _graph(spec, *react_nodes(spec, react))
-    return _graph(spec, list(spec.nodes), list(spec.edges))
+    return _graph(spec, list(spec.nodes), list(spec.edges), knowledge)
 
 
-def _graph(spec: AgentSpec, node_list: list[GraphNode], edges: list[Edge]) -> CompiledGraph:
+def _graph(
+    spec: AgentSpec,
+    node_list: list[GraphNode],
+    edges: list[Edge],
+    knowledge: Sequence[KnowledgeTool] = (),
+) -> CompiledGraph:
     nodes: dict[str, GraphNode] = {node.id: node for node in node_list}
     order = tuple(nodes)
     scope_members, scope_of = _scopes(node_list)
@@ -163,6 +179,7 @@ def _graph(spec: AgentSpec, node_list: list[GraphNode], edges: list[Edge]) -> Co
         handler_of=MappingProxyType(handler_of),
         start=next(n.id for n in node_list if n.type == "start"),
         ends=tuple(n.id for n in node_list if n.type == "end"),
+        knowledge=MappingProxyType({k.name: k for k in knowledge}),
     )
 
 

@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from dhub.domain.knowledge import KnowledgeTool
 from dhub.engine import compaction, usage
 from dhub.engine.actions import NodeFailure
 from dhub.engine.state import CallChat, Confirmed, Done, InputGiven, Woke, node_key
@@ -32,7 +33,7 @@ from dhub.engine.state import CallChat, Confirmed, Done, InputGiven, Woke, node_
 if TYPE_CHECKING:
     from dhub.engine.walk import Walk
 
-ToolKind = Literal["tool", "actor", "builtin", "role"]
+ToolKind = Literal["tool", "actor", "builtin", "role", "knowledge"]
 SET_VARIABLE = "set_conversation_variable"
 MAX_RESULT_CHARS = 20_000  # a tool result longer than this is cut for the model (not the log)
 ROLE_PARAMETERS: dict[str, Any] = {
@@ -46,7 +47,9 @@ ROLE_PARAMETERS: dict[str, Any] = {
 @dataclass(frozen=True)
 class ReactTool:
     """What the model may call. ``kind`` tool runs at once, actor after a person's yes when
-    ``confirm``; builtin is performed by the engine itself; role runs a delegate's loop."""
+    ``confirm``; builtin is performed by the engine itself; role runs a delegate's loop;
+    knowledge is an operation the runtime performs on a listed table, template or ontology
+    (after a person's yes too when ``confirm``)."""
 
     name: str
     description: str
@@ -61,6 +64,7 @@ class ReactTool:
     outputs: dict[str, Any] | None = None
     decorators: tuple[dict[str, Any], ...] = ()
     browser: bool = False  # require_browser
+    knowledge: KnowledgeTool | None = None  # kind "knowledge": what the runtime performs
 
     def definition(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description,

@@ -12,6 +12,7 @@ from typing import Any
 
 from dhub.domain.agent import AgentCompaction, AgentSpec
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig
+from dhub.domain.knowledge import KnowledgeTool
 from dhub.domain.nodes import (
     Edge,
     EndConfig,
@@ -46,6 +47,7 @@ def react_config(
     actors: Sequence[AgentActorConfig] | None = None,
     budget: int | None = None,
     roles: Sequence[InlineRole | Mapping[str, Any]] | None = None,
+    knowledge: Sequence[KnowledgeTool] = (),
 ) -> ReactConfig:
     """The loop's config. ``system``, ``tools`` and ``actors`` are the resolved ones (prompts
     rendered, references replaced by their stored configs); by default the spec's own, which
@@ -53,7 +55,8 @@ def react_config(
     ``max_input_tokens`` or the server's default, capped at the model's context window):
     without one, nothing is compacted. ``roles`` are resolved roles, or inline role objects
     ({name, description, instructions, model_provider?, model?, tools?, max_iterations?}), by
-    default the spec's."""
+    default the spec's. ``knowledge``: the tools its tables, templates and ontologies give it
+    (domain/knowledge.py), resolved for the run's user."""
     agent = spec.agent
     if agent is None:
         raise ValueError("a react agent needs its 'agent' config")
@@ -61,6 +64,7 @@ def react_config(
     actor_items: list[Any] = list(agent.actors) if actors is None else list(actors)
     built = [_tool(item, "tool") for item in tool_items]
     built += [_tool(item, "actor") for item in actor_items]
+    built += [_knowledge(item) for item in knowledge]
     variables = tuple(v.name for v in spec.conversations)
     if variables and not any(t.name == SET_VARIABLE for t in built):
         built.append(_set_variable(variables))
@@ -158,6 +162,11 @@ def _tool(item: Any, kind: str) -> ReactTool:
         decorators=tuple(d.model_dump(mode="json") for d in function.decorators),
         browser=isinstance(item, AgentToolConfig) and item.require_browser,
     )
+
+
+def _knowledge(item: KnowledgeTool) -> ReactTool:
+    return ReactTool(item.name, item.description, item.parameters, "knowledge",
+                     confirm=item.confirm, knowledge=item)  # fmt: skip
 
 
 def _set_variable(variables: tuple[str, ...]) -> ReactTool:

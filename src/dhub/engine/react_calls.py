@@ -16,7 +16,15 @@ from dhub.engine.react import (
     new_loop,
     next_turn_if_done,
 )
-from dhub.engine.state import AwaitConfirmation, CallFunction, Confirmed, Done, InputGiven, Woke
+from dhub.engine.state import (
+    AwaitConfirmation,
+    CallFunction,
+    CallKnowledge,
+    Confirmed,
+    Done,
+    InputGiven,
+    Woke,
+)
 
 
 def start(loop: Loop, asked: dict[str, Any]) -> None:
@@ -72,6 +80,13 @@ def delegate_done(loop: Loop, call_id: str, text: str, is_error: bool) -> None:
 def _run(loop: Loop, call: dict[str, Any], tool: ReactTool, arguments: dict[str, Any]) -> None:
     call["status"] = "running"
     call["command"] = loop.issue()
+    if tool.knowledge is not None:
+        known = tool.knowledge
+        call_args = known.arguments(dict(arguments))
+        request = CallKnowledge(call["command"], loop.node.id, known.operation, call_args,
+                                loop.frame)  # fmt: skip
+        loop.walk.commands.append(request)
+        return
     loop.walk.commands.append(
         CallFunction(
             call["command"], loop.node.id, tool.source, dict(arguments), tool.timeout,

@@ -77,6 +77,19 @@ class CallFunction:
 
 
 @dataclass(frozen=True)
+class CallKnowledge:
+    """Perform a knowledge operation (a table query, a template render, an ontology search:
+    domain/knowledge.py) for the run's user; answer with ``Done``. ``arguments`` hold the
+    bound ids already."""
+
+    command_id: str
+    node_id: str
+    operation: str
+    arguments: dict[str, Any]
+    frame: str = ""
+
+
+@dataclass(frozen=True)
 class CallModel:
     """One model call of an ``llm`` node; answer with ``Done`` (the text, or the parsed object
     when ``response_schema`` is not empty)."""
@@ -171,6 +184,7 @@ class Fail:
 
 Command = (
     CallFunction
+    | CallKnowledge
     | CallModel
     | CallChat
     | AwaitInput

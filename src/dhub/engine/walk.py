@@ -17,6 +17,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from dhub.domain.knowledge import KnowledgeTool
 from dhub.domain.nodes import (
     ActorCallWorkflowNode,
     CodeWorkflowNode,
@@ -31,6 +32,7 @@ from dhub.domain.nodes import (
     TemplateWorkflowNode,
     ToolCallWorkflowNode,
     VariableWorkflowNode,
+    WorkflowNode,
 )
 from dhub.engine import actions, react
 from dhub.engine.actions import Evaluate, NodeFailure, Scope
@@ -39,6 +41,7 @@ from dhub.engine.state import (
     AwaitConfirmation,
     AwaitInput,
     CallFunction,
+    CallKnowledge,
     CallModel,
     Cancel,
     Command,
@@ -181,6 +184,10 @@ class Walk:
         ev: Evaluate,
         inputs: dict[str, Any] | None = None,
     ) -> None:
+        known = self.knowledge_of(node)
+        if known is not None:
+            self._call_knowledge(frame, node, ev, known, inputs)
+            return
         request = actions.function_request(ev, node, self.scope(frame))
         if inputs is None:  # not an approved actor call: that one started before its question
             self.started_with(request.inputs)
@@ -203,6 +210,32 @@ class Walk:
             )
         )
 
+    def knowledge_of(self, node: WorkflowNode) -> KnowledgeTool | None:
+        """The knowledge tool a tool_call or actor_call node names (by its plain name), if
+        any: one of those the agent's tables, templates and ontologies give it."""
+        item: Any = None
+        if isinstance(node, ToolCallWorkflowNode):
+            item = node.config.tool
+        elif isinstance(node, ActorCallWorkflowNode):
+            item = node.config.actor
+        return self.graph.knowledge.get(item) if isinstance(item, str) else None
+
+    def _call_knowledge(
+        self,
+        frame: str,
+        node: ToolCallWorkflowNode | ActorCallWorkflowNode | CodeWorkflowNode,
+        ev: Evaluate,
+        known: KnowledgeTool,
+        inputs: dict[str, Any] | None,
+    ) -> None:
+        if inputs is None:
+            inputs = actions.mapped_inputs(ev, node, self.scope(frame))
+            self.started_with(inputs)
+        command_id = self.wait_on(frame, node.id, "running")
+        self.commands.append(
+            CallKnowledge(command_id, node.id, known.operation, known.arguments(inputs), frame)
+        )
+
     def call_approved(self, frame: str, node_id: str, arguments: dict[str, Any]) -> None:
         node = self.graph.nodes[node_id]
         assert isinstance(node, ActorCallWorkflowNode)
@@ -212,16 +245,19 @@ class Walk:
             self.on_failure(frame, node_id, failure)
 
     def _call_actor(self, frame: str, node: ActorCallWorkflowNode, ev: Evaluate) -> None:
-        if not actions.needs_confirmation(node):
+        known = self.knowledge_of(node)
+        if not (known.confirm if known else actions.needs_confirmation(node)):
             return self._call_function(frame, node, ev)
-        request = actions.function_request(ev, node, self.scope(frame))
-        self.started_with(request.inputs)
+        if known is None:
+            inputs = actions.function_request(ev, node, self.scope(frame)).inputs
+        else:
+            inputs = actions.mapped_inputs(ev, node, self.scope(frame))
+        self.started_with(inputs)
         command_id = self.wait_on(frame, node.id, "waiting")
-        self.state.asked[node_key(frame, node.id)] = request.inputs
+        self.state.asked[node_key(frame, node.id)] = inputs
         self.trace("node.waiting", frame, node.id, waiting_for="confirmation")
-        self.commands.append(
-            AwaitConfirmation(command_id, node.id, actions.actor_name(node), request.inputs, frame)
-        )
+        name = known.name if known else actions.actor_name(node)
+        self.commands.append(AwaitConfirmation(command_id, node.id, name, inputs, frame))
         return None
 
     def _call_model(self, frame: str, node: LLMWorkflowNode, ev: Evaluate) -> None:

@@ -37,7 +37,7 @@ from dhub.runtime import journal
 from dhub.runtime.executor import RunResult, resume_workflow, run_workflow
 from dhub.runtime.group_commit import AfterWrite, GroupCommitter
 from dhub.runtime.mail import Outcome, leave, letter_of
-from dhub.runtime.ports import Answer, Clock, Decision, FunctionPort, ModelPort
+from dhub.runtime.ports import Answer, Clock, Decision, FunctionPort, KnowledgePort, ModelPort
 from dhub.runtime.run_writer import (
     Live,
     Parked,
@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 # agent id, version, the run's user (whom references resolve for) -> graph
 GraphLoader = Callable[[str, int, str], Awaitable[CompiledGraph]]
 FunctionsFor = Callable[[str], FunctionPort]  # owner (agent version) -> its function port
+KnowledgeFor = Callable[[str, str], KnowledgePort]  # user id, run id -> the run's knowledge port
 Work = Callable[[Live], Awaitable[RunResult | None]]  # what a run's task does
 
 
@@ -88,8 +89,10 @@ class RunExecutor:
         park_after: float = 5.0,
         timer_poll: float = 1.0,
         handoff: Handoff | None = None,
+        knowledge: KnowledgeFor | None = None,
     ) -> None:
         self.db = db
+        self._knowledge = knowledge
         self._graphs = graphs
         self._functions = functions
         self._model = model
@@ -281,7 +284,8 @@ class RunExecutor:
         try:
             return await run_workflow(
                 graph, run.inputs, functions=self._functions(_owner(run)), model=self._model,
-                clock=self._clock, human=live.people, context=context,
+                clock=self._clock, human=live.people, knowledge=self._knowledge_of(run),
+                context=context,
                 conversation=conversation, journal=writer, live=writer.show,
             )  # fmt: skip
         finally:
@@ -325,11 +329,15 @@ class RunExecutor:
         try:
             return await resume_workflow(
                 loaded.graph, state, outstanding, functions=self._functions(_owner(run)),
-                model=self._model, clock=self._clock, human=live.people, journal=writer,
+                model=self._model, clock=self._clock, human=live.people,
+                knowledge=self._knowledge_of(run), journal=writer,
                 live=writer.show,
             )  # fmt: skip
         finally:
             await self._release(run_id, writer)
+
+    def _knowledge_of(self, run: store.RunRecord) -> KnowledgePort | None:
+        return None if self._knowledge is None else self._knowledge(run.user_id, run.id)
 
     async def _release(self, run_id: str, writer: RunWriter | None) -> None:
         if writer is not None and writer.released:

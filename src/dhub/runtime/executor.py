@@ -29,6 +29,7 @@ from dhub.engine.state import (
     AwaitInput,
     CallChat,
     CallFunction,
+    CallKnowledge,
     CallModel,
     Cancel,
     CancelRun,
@@ -47,11 +48,28 @@ from dhub.engine.state import (
     node_key,
 )
 from dhub.engine.stepper import Stepper
-from dhub.runtime.ports import Clock, FunctionPort, HumanPort, Live, ModelPort, PortError
+from dhub.runtime.ports import (
+    Clock,
+    FunctionPort,
+    HumanPort,
+    KnowledgePort,
+    Live,
+    ModelPort,
+    NoKnowledge,
+    PortError,
+)
 
 Observer = Callable[[dict[str, Any]], None]
 Journal = Callable[[Step], Awaitable[None]]  # persists a step; the run waits for it
-Task = CallFunction | CallModel | CallChat | SleepUntil | AwaitInput | AwaitConfirmation
+Task = (
+    CallFunction
+    | CallKnowledge
+    | CallModel
+    | CallChat
+    | SleepUntil
+    | AwaitInput
+    | AwaitConfirmation
+)
 
 
 @dataclass(frozen=True)
@@ -69,6 +87,7 @@ class Ports:
     model: ModelPort
     clock: Clock
     human: HumanPort
+    knowledge: KnowledgePort = dataclasses.field(default_factory=NoKnowledge)
 
 
 async def run_workflow(
@@ -79,6 +98,7 @@ async def run_workflow(
     model: ModelPort,
     clock: Clock,
     human: HumanPort,
+    knowledge: KnowledgePort | None = None,
     observer: Observer | None = None,
     context: dict[str, Any] | None = None,
     conversation: dict[str, Any] | None = None,
@@ -92,7 +112,7 @@ async def run_workflow(
     model's ``llm.delta`` s): the durable executor's journal saves them, ``dhub run`` prints
     them."""
     stepper = Stepper(graph)
-    ports = Ports(functions, model, clock, human)
+    ports = Ports(functions, model, clock, human, knowledge or NoKnowledge())
     execution = _Execution(stepper, ports, observer, journal, live)
     first = stepper.start(inputs, clock.now(), context=context, conversation=conversation)
     return await execution.drive(first, record_first=True)
@@ -107,6 +127,7 @@ async def resume_workflow(
     model: ModelPort,
     clock: Clock,
     human: HumanPort,
+    knowledge: KnowledgePort | None = None,
     observer: Observer | None = None,
     journal: Journal | None = None,
     live: Live | None = None,
@@ -114,7 +135,7 @@ async def resume_workflow(
     """Go on with a run saved earlier: ``outstanding`` are the commands it had issued and not
     seen answered (calls run again, timers are re-armed at their times, people are asked
     again); then as ``run_workflow``."""
-    ports = Ports(functions, model, clock, human)
+    ports = Ports(functions, model, clock, human, knowledge or NoKnowledge())
     execution = _Execution(Stepper(graph), ports, observer, journal, live)
     return await execution.drive(Step(state, list(outstanding), []), record_first=False)
 
@@ -217,7 +238,7 @@ class _Execution:
     def _spawn(self, command: Command, problem: str | None = None) -> None:
         if not isinstance(command, Task):
             raise TypeError(f"the executor cannot perform {type(command).__name__}")
-        busy = isinstance(command, CallFunction | CallModel | CallChat)
+        busy = isinstance(command, CallFunction | CallKnowledge | CallModel | CallChat)
         self._busy += busy
         if isinstance(command, AwaitInput):
             self._asks[node_key(command.frame, command.node_id)] = command
@@ -245,6 +266,9 @@ class _Execution:
         ports = self._ports
         if isinstance(command, CallFunction):
             done = await ports.functions.call(command)
+            return dataclasses.replace(done, command_id=command.command_id)
+        if isinstance(command, CallKnowledge):
+            done = await ports.knowledge.call(command)
             return dataclasses.replace(done, command_id=command.command_id)
         if isinstance(command, CallModel):
             reply = await ports.model.complete(command, self._live)
@@ -310,6 +334,7 @@ _STALLED = {
 def _crash(command: Task, exc: Exception) -> dict[str, Any]:
     port = {
         CallFunction: "function",
+        CallKnowledge: "knowledge",
         CallModel: "model",
         CallChat: "model",
         SleepUntil: "clock",

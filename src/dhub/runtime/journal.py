@@ -15,6 +15,7 @@ from dhub.engine.state import (
     AwaitInput,
     CallChat,
     CallFunction,
+    CallKnowledge,
     CallModel,
     Command,
     RunState,
@@ -23,6 +24,7 @@ from dhub.engine.state import (
 
 KINDS: dict[str, type[Any]] = {
     "call_function": CallFunction,
+    "call_knowledge": CallKnowledge,
     "call_model": CallModel,
     "call_chat": CallChat,
     "await_input": AwaitInput,
@@ -76,7 +78,9 @@ def waiting(state: RunState, outstanding: list[Command]) -> tuple[str, dict[str,
     if state.status != "running":
         return state.status, None
     pending = [c for c in outstanding if getattr(c, "command_id", None) in state.pending]
-    if not pending or any(isinstance(c, CallFunction | CallModel | CallChat) for c in pending):
+    if not pending or any(
+        isinstance(c, CallFunction | CallKnowledge | CallModel | CallChat) for c in pending
+    ):
         return "running", None
     for kind, waits_for in ((AwaitInput, "input"), (AwaitConfirmation, "confirmation")):
         for command in pending:

@@ -1,9 +1,10 @@
 """The executor's ports (DESIGN.md 3): the only ways a run touches the world.
 
-The stepper decides; the executor performs its commands through four ports: functions (user
-Python), the model, the clock and people. Each is a Protocol with the implementations the
-product uses (the subprocess function runner, the real clock) and the ones tests need that are
-honest fakes of I/O (a clock whose time moves only when told).
+The stepper decides; the executor performs its commands through five ports: functions (user
+Python), knowledge (tables, templates, ontologies), the model, the clock and people. Each is a
+Protocol with the implementations the product uses (the subprocess function runner, the real
+clock) and the ones tests need that are honest fakes of I/O (a clock whose time moves only when
+told).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dhub.engine.state import (
     AwaitInput,
     CallChat,
     CallFunction,
+    CallKnowledge,
     CallModel,
     Done,
 )
@@ -38,6 +40,28 @@ class PortError(Exception):
         self.kind = kind
         self.message = message
         self.details = details or {}
+
+
+# -- knowledge ----------------------------------------------------------------------------------
+
+
+class KnowledgePort(Protocol):
+    async def call(self, request: CallKnowledge) -> Done:
+        """Perform the knowledge operation for the run's user (services/knowledge.py) and
+        answer with its ``Done``: a refusal the model should read is ``ok=False``."""
+        ...
+
+
+class NoKnowledge:
+    """Where no platform database is at hand (``dhub run FILE``): every operation fails
+    saying so."""
+
+    async def call(self, request: CallKnowledge) -> Done:
+        raise PortError(
+            "unavailable",
+            f"'{request.operation}' needs the dhub server: tables, templates and ontologies "
+            "live in its database (run the agent there, e.g. `dhub agents run`).",
+        )
 
 
 # -- functions ----------------------------------------------------------------------------------

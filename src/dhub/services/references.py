@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -31,6 +31,7 @@ from dhub.domain.functions import (
     ITEM_TAGS,
     AgentResourceRef,
 )
+from dhub.domain.knowledge import KNOWLEDGE_FIELDS, KnowledgeTool
 from dhub.domain.nodes import ActorCallWorkflowNode, ToolCallWorkflowNode
 from dhub.domain.pointers import from_validation_error, join
 from dhub.domain.resources import (
@@ -42,15 +43,16 @@ from dhub.domain.resources import (
     ToolOverrides,
     unreachable,
 )
+from dhub.services.knowledge import collisions, tools_of
 from dhub.store import agents as agent_repo
 from dhub.store import resources as repo
 from dhub.store.db import Conn
 
 Loc = tuple[str | int, ...]
-_KINDS = ("agent", "prompt", "tool", "actor", "role")
+_KINDS = ("agent", "prompt", "tool", "actor", "role", "table", "template", "ontology")
 # A stored id: ``<category>.<ulid>`` (lowercase); anything else with a kind's prefix names
 # nothing, and is never sent to the database (PostgreSQL text cannot hold NUL, for one).
-STORED_ID = re.compile(r"(?:agent|prompt|tool|actor|role)\.[0-9A-Za-z_-]{1,56}")
+STORED_ID = re.compile(rf"(?:{'|'.join(_KINDS)})\.[0-9A-Za-z_-]{{1,56}}")
 _BUILT_INS = ", ".join(sorted(BUILT_IN_TOOLS))
 
 
@@ -97,10 +99,15 @@ def _item_ref(
     allowed: tuple[str, ...],
     errors: list[FieldError],
     built_ins: bool = True,
+    knowledge: Collection[str] = (),
 ) -> _Ref | None:
     """The reference ``item`` (at ``at``, in the list or field ``where``) makes, if any.
-    ``built_ins``: whether a built-in tool's name may stand there (not in a tool_call node)."""
+    ``built_ins``: whether a built-in tool's name may stand there (not in a tool_call node);
+    ``knowledge``: the names of the tools the agent's tables, templates and ontologies give
+    it, which its workflow nodes may call by name."""
     what = allowed[0]
+    if isinstance(item, str) and item in knowledge:
+        return None
     if isinstance(item, AgentResourceRef):
         value, loc = item.id, (*at, "id")
     elif isinstance(item, str):
@@ -135,8 +142,11 @@ def _item_ref(
     return None
 
 
-def _node_refs(spec: AgentSpec, errors: list[FieldError]) -> Iterator[_Ref]:
-    """The stored tools and actors that a workflow's tool_call and actor_call nodes call."""
+def _node_refs(
+    spec: AgentSpec, errors: list[FieldError], knowledge: Collection[str] = ()
+) -> Iterator[_Ref]:
+    """The stored tools and actors that a workflow's tool_call and actor_call nodes call
+    (``knowledge``: tool names the agent's knowledge gives it, which are no references)."""
     for i, node in enumerate(spec.nodes):
         item: Any
         if isinstance(node, ToolCallWorkflowNode):
@@ -146,7 +156,7 @@ def _node_refs(spec: AgentSpec, errors: list[FieldError]) -> Iterator[_Ref]:
         else:
             continue
         at: Loc = ("nodes", i, "config", field)
-        ref = _item_ref(item, at, join(*at), allowed, errors, built_ins=False)
+        ref = _item_ref(item, at, join(*at), allowed, errors, False, knowledge)
         if ref is not None:
             yield ref
 
@@ -211,8 +221,10 @@ def _inline_roles(roles: Sequence[Any], errors: list[FieldError]) -> Iterator[_R
         yield from _item_refs(config.tools, (*at, "tools"), ("tool",), errors)
 
 
-def _agent_refs(spec: AgentSpec, errors: list[FieldError]) -> Iterator[_Ref]:
-    yield from _node_refs(spec, errors)
+def _agent_refs(
+    spec: AgentSpec, errors: list[FieldError], knowledge: Collection[str] = ()
+) -> Iterator[_Ref]:
+    yield from _node_refs(spec, errors, knowledge)
     config = spec.agent
     if config is None:
         return
@@ -332,9 +344,13 @@ async def check_agent_references(
     saves it: ids it cannot use (the one message, whatever the reason), ids of the wrong kind,
     unknown built-in tools, and for what it may use: prompt variables missing or unknown,
     roles naming a workflow agent. References count only where the schema puts them."""
-    errors: list[FieldError] = []
-    refs = list(_agent_refs(spec, errors))
-    usable, missing = await check_references(Reach(conn, principal), refs)
+    reach = Reach(conn, principal)
+    known = await listed_knowledge(reach, spec)
+    errors: list[FieldError] = list(known.errors)
+    tools = tools_of(known.records)
+    errors += _clashes(spec, tools)
+    refs = list(_agent_refs(spec, errors, {t.name for t in tools}))
+    usable, missing = await check_references(reach, refs)
     errors += missing
     config = spec.agent
     if config is not None:
@@ -359,6 +375,56 @@ async def check_agent_references(
                 )
             )
     return sorted(set(errors), key=errors.index)
+
+
+# -- knowledge: tables, templates, ontologies ---------------------------------------------------
+
+
+@dataclass
+class Listed:
+    """The knowledge an agent lists that the principal may read, by kind (in the agent's
+    order), and the one unreachable error for each id it may not."""
+
+    records: dict[str, list[repo.ResourceRecord]] = field(default_factory=dict)
+    errors: list[FieldError] = field(default_factory=list)
+
+
+async def listed_knowledge(reach: Reach, spec: AgentSpec) -> Listed:
+    """The agent's ``tables``, ``templates`` and ``ontologies`` through the one reference
+    check: read access and every marking held, at every save and every resolution."""
+    found = Listed()
+    await reach.load([i for name in KNOWLEDGE_FIELDS for i in getattr(spec, name)])
+    for name, kind in KNOWLEDGE_FIELDS.items():
+        for i, ref_id in enumerate(getattr(spec, name)):
+            row = await reach.use(ref_id, kind)
+            if isinstance(row, repo.ResourceRow):
+                found.records.setdefault(kind, []).append(row.record)
+            else:
+                found.errors.append(
+                    FieldError(join(name, i), unreachable(kind, ref_id), UNREACHABLE)
+                )
+    return found
+
+
+_FIELD_OF = {kind: name for name, kind in KNOWLEDGE_FIELDS.items()}
+
+
+def _clashes(spec: AgentSpec, tools: Sequence[KnowledgeTool]) -> list[FieldError]:
+    """A knowledge tool named like another tool of the agent (the model calls tools by name)."""
+    taken = [*BUILT_IN_TOOLS]
+    if spec.agent is not None:
+        taken += [i.name for i in (*spec.agent.tools, *spec.agent.actors) if hasattr(i, "name")]
+        taken += [r["name"] for r in spec.agent.roles if isinstance(r, dict) and "name" in r]
+    errors = []
+    for name in collisions(tools, taken):
+        tool = next(t for t in tools if t.name == name)
+        where = _FIELD_OF.get(tool.operation.partition(".")[0], "tables")
+        message = (
+            f"This gives the agent a tool named '{name}', which another of its tools has too: "
+            "rename one of them (the model calls tools by name)."
+        )
+        errors.append(FieldError(join(where), message, "duplicate_tool"))
+    return errors
 
 
 async def check_tool_items(

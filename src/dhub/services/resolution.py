@@ -9,7 +9,8 @@ agent was saved, and whoever saved it is not who runs it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import MISSING, ValidationError
@@ -18,6 +19,7 @@ from dhub.access.principal import Principal
 from dhub.domain.agent import AgentSpec, PromptRef
 from dhub.domain.errors import FieldError, InvalidInput
 from dhub.domain.functions import ITEM_TAGS, AgentActorConfig, AgentResourceRef, AgentToolConfig
+from dhub.domain.knowledge import KNOWLEDGE_FIELDS, KnowledgeTool
 from dhub.domain.nodes import ActorCallWorkflowNode, ToolCallWorkflowNode
 from dhub.domain.pointers import from_validation_error, join
 from dhub.domain.resources import (
@@ -33,6 +35,7 @@ from dhub.domain.resources import (
     render_template,
     unreachable,
 )
+from dhub.services.knowledge import tools_of
 from dhub.services.references import (
     OVERRIDES,
     UNREACHABLE,
@@ -40,6 +43,7 @@ from dhub.services.references import (
     Reach,
     binding_errors,
     kind_of,
+    listed_knowledge,
     overrides_of,
 )
 from dhub.store.db import Conn, Database
@@ -68,6 +72,13 @@ class _Resolver:
 
     def fail(self, at: Loc, message: str, code: str) -> None:
         self.errors.append(FieldError(join(*at), message, code))
+
+    async def knowledge(self, spec: AgentSpec) -> list[KnowledgeTool]:
+        """The tools its tables, templates and ontologies give the agent, for the run's
+        user: only those the user may read now."""
+        found = await listed_knowledge(self.reach, spec)
+        self.errors += found.errors
+        return tools_of(found.records)
 
     async def system_prompt(self, at: Loc, prompts: Sequence[PromptRef], instructions: str) -> str:
         parts = []
@@ -261,9 +272,10 @@ async def _resolve(conn: Conn, spec: AgentSpec, principal: Principal) -> Resolve
     tools = await resolver.tools(("agent", "tools"), config.tools)
     actors = await resolver.actors(("agent", "actors"), config.actors)
     roles = await resolver.roles(("agent", "roles"), config.roles)
+    knowledge = await resolver.knowledge(spec)
     if resolver.errors:
         raise unresolvable(spec, resolver.errors)
-    return ResolvedAgent(system_prompt, tools, actors, roles)
+    return ResolvedAgent(system_prompt, tools, actors, roles, knowledge)
 
 
 def unresolvable(spec: AgentSpec, errors: list[FieldError]) -> UnresolvableAgent:
@@ -277,24 +289,35 @@ def unresolvable(spec: AgentSpec, errors: list[FieldError]) -> UnresolvableAgent
 NodeItems = dict[str, AgentToolConfig | AgentActorConfig]
 
 
+@dataclass(frozen=True, slots=True)
+class ResolvedNodes:
+    """A workflow's references resolved for a run's user: the stored tools and actors its
+    nodes call, as inline configs by node id, and the tools its knowledge gives it."""
+
+    items: NodeItems
+    knowledge: list[KnowledgeTool]
+
+
 async def resolve_nodes(
     db: Database, spec: AgentSpec, principal: Principal
-) -> tuple[NodeItems, list[FieldError]]:
-    """The stored tools and actors a workflow's tool_call and actor_call nodes name, as inline
-    configs by node id, and an error for each that ``principal`` cannot use (such a node
+) -> tuple[ResolvedNodes, list[FieldError]]:
+    """The stored tools and actors a workflow's tool_call and actor_call nodes name and the
+    knowledge it lists, and an error for each that ``principal`` cannot use (such a node
     keeps its reference: a run that reaches it fails there, saying so, engine/actions.py)."""
     found: NodeItems = {}
     async with db.read(snapshot=True) as conn:
         resolver = _Resolver(Reach(conn, principal))
+        knowledge = await resolver.knowledge(spec)
+        names = {k.name for k in knowledge}
         for i, node in enumerate(spec.nodes):
             item: AgentToolConfig | AgentActorConfig | str | None = None
-            if isinstance(node, ToolCallWorkflowNode) and _stored(node.config.tool):
+            if isinstance(node, ToolCallWorkflowNode) and _stored(node.config.tool, names):
                 item = await resolver.tool(("nodes", i, "config", "tool"), node.config.tool)
-            elif isinstance(node, ActorCallWorkflowNode) and _stored(node.config.actor):
+            elif isinstance(node, ActorCallWorkflowNode) and _stored(node.config.actor, names):
                 item = await resolver.actor(("nodes", i, "config", "actor"), node.config.actor)
             if isinstance(item, AgentToolConfig | AgentActorConfig):
                 found[node.id] = item
-    return found, resolver.errors
+    return ResolvedNodes(found, knowledge), resolver.errors
 
 
 def with_node_items(spec: AgentSpec, items: NodeItems) -> AgentSpec:
@@ -313,13 +336,18 @@ def with_node_items(spec: AgentSpec, items: NodeItems) -> AgentSpec:
     return spec.model_copy(update={"nodes": nodes})
 
 
-def _stored(item: Any) -> bool:
-    """Whether a tool or actor item names a stored one (any form but inline)."""
+def _stored(item: Any, knowledge: Collection[str] = ()) -> bool:
+    """Whether a tool or actor item names a stored one (any form but inline, and but the
+    name of a knowledge tool)."""
+    if isinstance(item, str) and item in knowledge:
+        return False
     return not isinstance(item, AgentToolConfig | AgentActorConfig)
 
 
 def refers(spec: AgentSpec) -> bool:
     """Whether an agent names anything stored (so it needs resolving before it compiles)."""
+    if any(getattr(spec, name) for name in KNOWLEDGE_FIELDS):
+        return True
     for node in spec.nodes:
         if isinstance(node, ToolCallWorkflowNode) and _stored(node.config.tool):
             return True

@@ -111,10 +111,13 @@ class Graphs:
             _keep(self._specs, key, spec)
         principal = user if isinstance(user, Principal) else await self._principal(user)
         if spec.mode == "workflow":
-            items, problems = await resolve_nodes(self.db, spec, principal)
+            nodes, problems = await resolve_nodes(self.db, spec, principal)
             if problems and starting:
                 raise unresolvable(spec, problems)
-            return self._compiled(key, items, lambda: compile_agent(with_node_items(spec, items)))
+            known = ResolvedAgent("", knowledge=nodes.knowledge)
+            return self._compiled(
+                key, nodes, lambda: compile_agent(with_node_items(spec, nodes.items), None, known)
+            )
         resolved: ResolvedAgent | str
         try:
             resolved = await resolve_agent(self.db, spec, principal)

@@ -27,6 +27,7 @@ from dhub.runtime.queue import QUEUE, RunQueue
 from dhub.runtime.worker import QueueWorker, handoff
 from dhub.sandbox.runner import SandboxRunner, SandboxSettings
 from dhub.services.builtins import install_builtins
+from dhub.services.knowledge import KnowledgeCalls
 from dhub.services.runs import Graphs
 from dhub.settings import Settings, secure_data_dir
 from dhub.store.db import Database
@@ -141,6 +142,7 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
         owner=f"{role}.{socket.gethostname()}.{os.getpid()}.{new_id('w')[-6:]}",
         lease_seconds=settings.run_lease_seconds,
         handoff=handoff(db, queue) if queue is not None else None,
+        knowledge=lambda user_id, run_id: KnowledgeCalls(db, user_id, run_id),
     )
     if queue is None:
         return Runtime(settings, db, sandbox, providers, graphs, executor, InProcess(executor))

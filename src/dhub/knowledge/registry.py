@@ -1,0 +1,19 @@
+"""The knowledge kinds dhub has, by category (the agent field that lists each is
+domain/knowledge.py ``KNOWLEDGE_FIELDS``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dhub.knowledge.tools import KnowledgeKind, Operation
+
+KINDS: Mapping[str, KnowledgeKind] = {}
+
+
+def operation(name: str) -> Operation | None:
+    """What performs the operation ``name`` ("table.query"), if any kind has it."""
+    for kind in KINDS.values():
+        found = kind.operations.get(name)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,73 @@
+"""Tables, templates and ontologies at work in runs (issue 19): the tools an agent's listed
+knowledge gives it, and the port that performs their calls.
+
+- ``tools_of``: the tools the knowledge an agent lists gives it (each kind says which:
+  knowledge/registry.py), for what the one reference check let through
+  (services/references.py ``listed_knowledge``).
+- ``KnowledgeCalls``: the runtime's knowledge port for one run. Every call is performed for
+  the run's user as they are *now* (groups and markings read again), by an operation that
+  checks their access itself: what a run reaches is what its user may read at that moment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dhub.access.tokens import principal_of
+from dhub.domain.knowledge import KnowledgeTool
+from dhub.engine.state import CallKnowledge, Done
+from dhub.knowledge import registry
+from dhub.knowledge.errors import KnowledgeError
+from dhub.runtime.ports import PortError
+from dhub.store.db import Database
+from dhub.store.resources import ResourceRecord
+
+
+def tools_of(records: dict[str, list[ResourceRecord]]) -> list[KnowledgeTool]:
+    """The tools the listed resources give, kind by kind."""
+    tools: list[KnowledgeTool] = []
+    for kind, rows in records.items():
+        provider = registry.KINDS.get(kind)
+        if provider is not None and rows:
+            tools += provider.agent_tools(rows)
+    return tools
+
+
+def collisions(tools: Sequence[KnowledgeTool], taken: Sequence[str]) -> list[str]:
+    """The names of ``tools`` that another tool of the agent has too (the model calls tools
+    by name, so each must be one)."""
+    seen = set(taken)
+    clashing = []
+    for tool in tools:
+        if tool.name in seen:
+            clashing.append(tool.name)
+        seen.add(tool.name)
+    return clashing
+
+
+class KnowledgeCalls:
+    """The knowledge port of one run (runtime/ports.py ``KnowledgePort``)."""
+
+    def __init__(self, db: Database, user_id: str, run_id: str) -> None:
+        self.db = db
+        self.user_id = user_id
+        self.run_id = run_id
+
+    async def call(self, request: CallKnowledge) -> Done:
+        perform = registry.operation(request.operation)
+        if perform is None:
+            raise PortError(
+                "invalid_agent",
+                f"This dhub has no knowledge operation '{request.operation}' (the agent was "
+                "saved by another version of dhub?): save the agent again.",
+            )
+        async with self.db.read() as conn:
+            principal = await principal_of(conn, self.user_id)
+        arguments: dict[str, Any] = {**request.arguments, "run_id": self.run_id}
+        try:
+            value = await perform(self.db, principal, arguments)
+        except KnowledgeError as exc:
+            error = {"kind": "knowledge", "message": str(exc)}
+            return Done(request.command_id, False, error=error)
+        return Done(request.command_id, True, value)
