@@ -39,10 +39,29 @@ MAX_PAGE = 200  # the server's largest page
 
 @dataclass(frozen=True)
 class Kind:
-    """A folder or a collection, as the commands name and find one."""
+    """A folder or a collection, as the commands name, find and change one."""
 
     category: str  # folder | collection
-    resolve: Callable[["Client", str], Resource]
+
+    def resolve(self, api: "Client", ref: str) -> Resource:
+        """The one ``ref`` (a name or an id) stands for."""
+        if self.category == "folder":
+            return api.resolve_folder(ref)
+        return api.resolve_collection(ref)
+
+    def update(self, api: "Client", container_id: str, patch: Resource) -> Resource:
+        if self.category == "folder":
+            return api.update_folder(container_id, patch)
+        return api.update_collection(container_id, patch)
+
+    def delete(self, api: "Client", container_id: str) -> None:
+        if self.category == "folder":
+            api.delete_folder(container_id)
+        else:
+            api.delete_collection(container_id)
+
+
+FOLDER, COLLECTION = Kind("folder"), Kind("collection")
 
 
 def labelled(resource: Resource) -> str:
@@ -116,7 +135,7 @@ def echo_children(items: Sequence[Resource], where: Resource) -> None:
     echo_table(["ID", "NAME", "KIND", "MARKINGS"], rows)
 
 
-def children(api: "Client", container: Resource, limit: int | None = None) -> list[Resource]:
+def list_children(api: "Client", container: Resource, limit: int | None = None) -> list[Resource]:
     """What is directly in a folder or at a collection's top level, folders first."""
     from itertools import islice
 
@@ -132,7 +151,7 @@ def children(api: "Client", container: Resource, limit: int | None = None) -> li
 def tree(api: "Client", container: Resource) -> Resource:
     """The container with ``children`` below it, folders' own children recursively."""
     below = []
-    for child in children(api, container):
+    for child in list_children(api, container):
         below.append(tree(api, child) if child.get("category") == "folder" else child)
     return {**container, "children": below}
 
@@ -146,6 +165,71 @@ def echo_tree(node: Resource, depth: int = 0) -> None:
     typer.echo(f"{'  ' * depth}{name}  ({kind}{node['id']}){f'  [{marked}]' if marked else ''}")
     for child in node.get("children") or []:
         echo_tree(child, depth + 1)
+
+
+# -- the commands both have --------------------------------------------------------------------
+
+
+def register_basics(
+    app: typer.Typer, kind: Kind, *, get: str, rename: str, delete: str, children: str
+) -> None:
+    """``get``, ``rename``, ``delete`` and ``children`` on ``app``, each with its help."""
+    noun = kind.category
+    Ref = Annotated[  # noqa: N806 - a type, named as one
+        str, typer.Argument(metavar=noun.upper(), help=f"The {noun}'s name or id ({noun}.…).")
+    ]
+
+    def get_(ctx: typer.Context, ref: Ref, as_json: JsonOption = False) -> None:
+        with reporting_errors():
+            found = kind.resolve(client_from(ctx), ref)
+        if as_json:
+            echo_json(found)
+        else:
+            echo_container(found)
+
+    def rename_(
+        ctx: typer.Context,
+        ref: Ref,
+        new_name: Annotated[str, typer.Argument(metavar="NEW_NAME", help="Its new name.")],
+        as_json: JsonOption = False,
+    ) -> None:
+        with reporting_errors():
+            api = client_from(ctx)
+            found = kind.resolve(api, ref)
+            changed = kind.update(api, found["id"], {"name": new_name})
+        done(as_json, f"renamed {labelled(found)} to {changed['name']}", changed)
+
+    def delete_(ctx: typer.Context, ref: Ref, as_json: JsonOption = False) -> None:
+        with reporting_errors():
+            api = client_from(ctx)
+            found = kind.resolve(api, ref)
+            kind.delete(api, found["id"])
+        done(as_json, f"deleted {labelled(found)}", {"id": found["id"], "deleted": True})
+
+    def children_(
+        ctx: typer.Context,
+        ref: Ref,
+        limit: Annotated[
+            int | None, typer.Option(min=1, help="Show at most this many (default: all).")
+        ] = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        with reporting_errors():
+            api = client_from(ctx)
+            found = kind.resolve(api, ref)
+            items = list_children(api, found, limit)
+        if as_json:
+            echo_json(items)
+        else:
+            echo_children(items, found)
+
+    for command, name, text in (
+        (get_, "get", get),
+        (rename_, "rename", rename),
+        (delete_, "delete", delete),
+        (children_, "children", children),
+    ):
+        app.command(name, help=text)(command)  # fmt: skip
 
 
 # -- sharing -----------------------------------------------------------------------------------

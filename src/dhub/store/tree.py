@@ -156,8 +156,10 @@ async def recollect(
     changed: list[tuple[str, str, int]] = []
     for table, versions, id_column, category in _KINDS:
         for start in range(0, len(ids), _BATCH):
-            stmt = select(table.c.id, category, table.c.version, table.c.document).where(
-                table.c.id.in_(ids[start : start + _BATCH])
+            stmt = (
+                select(table.c.id, category, table.c.version, table.c.document)
+                .where(table.c.id.in_(ids[start : start + _BATCH]))
+                .with_for_update()  # a patch of one of them in the meantime goes first
             )
             rows, history = [], []
             for resource_id, kind, version, document in await conn.execute(stmt):
