@@ -6,7 +6,7 @@ and typer evaluates a command's annotations in its module's globals, where the f
 per-kind argument (FOLDER or COLLECTION) is not; evaluated at definition time they are right.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -105,8 +105,11 @@ def echo_container(found: Resource) -> None:
     )
 
 
-def echo_containers(items: Sequence[Resource], empty: str) -> None:
-    """Folders or collections as a table."""
+def echo_containers(
+    items: Sequence[Resource], empty: str, paths: Mapping[str, str] | None = None
+) -> None:
+    """Folders or collections as a table; the folders' collection and folder by ``paths``
+    (``Client.folder_paths``) where it has them, else by id."""
     if not items:
         typer.echo(empty)
         return
@@ -115,9 +118,15 @@ def echo_containers(items: Sequence[Resource], empty: str) -> None:
                  markings_of(c)] for c in items]  # fmt: skip
         echo_table(["ID", "NAME", "DESCRIPTION", "MARKINGS"], rows)
         return
+    named = paths or {}
+
+    def place(key: str, folder: Resource) -> str:
+        found = str(folder.get(key) or "")
+        return named.get(found, found) or "-"
+
     rows = [
-        [str(f["id"]), str(f.get("name") or ""), str(f.get("collection_id") or "-"),
-         str(f.get("folder_id") or "-"), markings_of(f)]
+        [str(f["id"]), str(f.get("name") or ""), place("collection_id", f),
+         place("folder_id", f), markings_of(f)]
         for f in items
     ]  # fmt: skip
     echo_table(["ID", "NAME", "COLLECTION", "IN FOLDER", "MARKINGS"], rows)

@@ -71,10 +71,12 @@ def list_(
             page_size=min(limit, 200) if limit else None,
         )
         folders = list(islice(found, limit))
+        where = {str(f.get(k)) for f in folders for k in ("folder_id", "collection_id")}
+        paths = {} if as_json else api.folder_paths(where)
     if as_json:
         echo_json(folders)
     else:
-        echo_containers(folders, "No folders found.")
+        echo_containers(folders, "No folders found.", paths)
 
 
 # get, rename, delete, children

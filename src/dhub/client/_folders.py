@@ -7,7 +7,7 @@ folders the caller can see like an agent's (``resolve_folder``); a collection li
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dhub.client._models import Collection, Folder, Resource, ResourcePage
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 HOME_TYPE = "home"  # the ``type`` of a user's home folder
 _MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
+_MAX_IDS = 200  # the server's largest page
 
 
 class FoldersMixin:
@@ -140,6 +141,18 @@ class FoldersMixin:
         return follow(
             lambda cursor: self.folder_children(folder_id, limit=page_size, cursor=cursor)
         )
+
+    def folder_paths(self, ids: Iterable[str]) -> dict[str, str]:
+        """Where each folder or collection of ``ids`` is, by name from the top (``support/
+        reports``, ``home/drafts``; ``…`` for folders above it the caller cannot read), for
+        those the caller can read: the others are left out. One request per 200 ids."""
+        wanted = sorted({str(i) for i in ids if is_id("folder", i) or is_id("collection", i)})
+        found: dict[str, str] = {}
+        for start in range(0, len(wanted), _MAX_IDS):
+            params = {"id": ",".join(wanted[start : start + _MAX_IDS])}
+            body = self._object("GET", "/folders/paths", params=params)
+            found.update((item["id"], item["path"]) for item in body.get("data") or [])
+        return found
 
     # -- collections -------------------------------------------------------------------------
 

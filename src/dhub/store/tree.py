@@ -88,6 +88,22 @@ async def chain(conn: Conn, resource_id: str) -> list[str]:
     return [row[0] for row in await conn.execute(_CHAIN, {"resource_id": resource_id})]
 
 
+_CHAINS = (
+    select(_A.c.resource_id, _A.c.ancestor_id)
+    .where(_A.c.resource_id.in_(bindparam("ids", expanding=True)))
+    .order_by(_A.c.resource_id, _A.c.depth)
+)
+
+
+async def chains(conn: Conn, ids: Collection[str]) -> dict[str, list[str]]:
+    """The containers above each of ``ids``, nearest first (those at the top left out)."""
+    found: dict[str, list[str]] = {}
+    if ids:
+        for resource_id, ancestor_id in await conn.execute(_CHAINS, {"ids": sorted(set(ids))}):
+            found.setdefault(str(resource_id), []).append(str(ancestor_id))
+    return found
+
+
 async def place(conn: Conn, resource_id: str, parent_id: str | None) -> None:
     """Record a new resource under ``parent_id`` (its folder, or its collection when it sits
     at a collection's top level; None: at the top of everything)."""

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel
 
 from dhub.api.deps import Ctx
-from dhub.api.query import PAGE_PARAMETERS, parse_page
+from dhub.api.query import IDS_PARAMETERS, PAGE_PARAMETERS, parse_ids, parse_page
 from dhub.api.render import resource_json
 from dhub.api.responses import ERROR_RESPONSES, JSON
 from dhub.domain.agent import Owner, ShareScope
@@ -56,6 +56,28 @@ _PAGE: dict[str, Any] = {"parameters": PAGE_PARAMETERS}
 async def home(ctx: Ctx) -> Response:
     view = await ctx.svc.folders.home(ctx.who)
     return Response(resource_json(view), media_type="application/json")
+
+
+class FolderPath(BaseModel):
+    id: str
+    path: str
+
+
+class FolderPathList(BaseModel):
+    data: list[FolderPath]
+
+
+@router.get(
+    "/folders/paths",
+    response_model=FolderPathList,
+    openapi_extra={"parameters": IDS_PARAMETERS},
+    name="get_folder_paths",
+    summary="Where folders and collections are, by name from the top, for those the caller "
+    "can read",
+)
+async def paths(request: Request, ctx: Ctx) -> Response:
+    found = await ctx.svc.folders.paths(ctx.who, parse_ids(request.query_params))
+    return JSON({"data": [{"id": i, "path": p} for i, p in found.items()]})
 
 
 def _children_route(category: str, summary: str) -> None:
