@@ -266,3 +266,33 @@ def test_cli_mistakes_exit_1_or_2_without_a_traceback(
     assert stolen.exit_code == 1 and "no agent named 'ticket-triage'" in stolen.stderr
     for result in (unknown, refused, stolen):
         assert "Traceback" not in result.output
+
+
+def test_cli_names_folders_by_their_path_in_one_request(
+    dhub: Callable[..., Result], api: Client, client: TestClient, user: Callable[[str], Client]
+) -> None:
+    ok(dhub("collections", "create", "support"))
+    ok(dhub("folders", "create", "reports", "--collection", "support"))
+    ok(dhub("folders", "create", "weekly", "--in", "reports"))
+    ok(dhub("folders", "create", "drafts"))
+    weekly, drafts = api.get_folder("weekly")["id"], api.get_folder("drafts")["id"]
+    made = [
+        api.create_agent({**TRIAGE, "name": f"a{i}", "folder_id": (weekly, drafts)[i % 2]})["id"]
+        for i in range(6)
+    ]
+    asked: list[str] = []
+    client.event_hooks["request"].append(lambda request: asked.append(request.url.path))
+    rows = table(dhub("agents", "list", "--no-builtin"))
+    assert [r[-1] for r in rows[1:]] == ["support/reports/weekly", "home/drafts"] * 3
+    assert asked == ["/api/v1/agents", "/api/v1/folders/paths"]  # one for the page's folders
+    got = ok(dhub("agents", "get", made[0])).stdout
+    assert re.search(r"^folder:\s+support/reports/weekly$", got, re.MULTILINE), got
+    folders = table(dhub("folders", "list", "--collection", "support"))
+    assert [r[1:4] for r in folders[1:]] == [
+        ["reports", "support", "-"], ["weekly", "support", "support/reports"]
+    ]  # fmt: skip
+    # bob, given an agent but not its folder: the folder by its id, which the agent shows.
+    bob = user("bob")
+    api.grant(made[0], "user.bob", "viewer")
+    assert table(dhub("agents", "list", "--no-builtin", obj=bob))[1][-1] == weekly
+    assert as_json(dhub("agents", "list", "--no-builtin", "--json", obj=bob))[0]["id"] == made[0]

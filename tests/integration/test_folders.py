@@ -187,8 +187,11 @@ def test_a_folder_moves_with_everything_in_it(t: Tree) -> None:
     assert cycle.status_code == 422 and cycle.json()["errors"][0]["code"] == "folder_cycle"
     itself = t.call("alice", "PATCH", f"folders/{t.g}", {"folder_id": t.g})
     assert itself.status_code == 422
-    away = t.call("alice", "PATCH", f"folders/{t.g}", {"folder_id": None, "collection_id": None})
-    assert away.status_code == 422 and away.json()["errors"][0]["code"] == "folder_collection"
+    # Out of the collection, into alice's home: what is in it leaves the collection too
+    # (tests/integration/test_folders_move.py).
+    ok(t.call("alice", "PATCH", f"folders/{t.g}", {"folder_id": None, "collection_id": None}))
+    assert ok(t.call("alice", "GET", f"agents/{t.a}"))["collection_id"] is None
+    assert not t.sees("bob", f"agents/{t.a}")
 
 
 def test_placing_needs_edit_on_the_folder_and_says_nothing_of_what_is_there(t: Tree) -> None:

@@ -200,3 +200,21 @@ def parse_page(params: QueryParams) -> tuple[int, str | None]:
     if errors:
         raise InvalidInput(errors)
     return limit, params.get("cursor") or None
+
+
+IDS_PARAMETERS = [
+    _param(
+        "id",
+        {"type": "array", "items": {"type": "string"}, "maxItems": MAX_PAGE},
+        "Ids (repeat the parameter, or separate with commas)",
+    )
+]
+
+
+def parse_ids(params: QueryParams) -> list[str]:
+    """``id``, repeated or comma-separated: at most a page's worth."""
+    ids = [i for raw in params.getlist("id") for i in raw.split(",") if i]
+    if len(ids) > MAX_PAGE:
+        message = f"{len(ids)} ids were given; ask for at most {MAX_PAGE} at a time."
+        raise InvalidInput([FieldError("/query/id", message, "too_many")])
+    return ids

@@ -6,7 +6,7 @@ and typer evaluates a command's annotations in its module's globals, where the f
 per-kind argument (FOLDER or COLLECTION) is not; evaluated at definition time they are right.
 """
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -39,10 +39,29 @@ MAX_PAGE = 200  # the server's largest page
 
 @dataclass(frozen=True)
 class Kind:
-    """A folder or a collection, as the commands name and find one."""
+    """A folder or a collection, as the commands name, find and change one."""
 
     category: str  # folder | collection
-    resolve: Callable[["Client", str], Resource]
+
+    def resolve(self, api: "Client", ref: str) -> Resource:
+        """The one ``ref`` (a name or an id) stands for."""
+        if self.category == "folder":
+            return api.resolve_folder(ref)
+        return api.resolve_collection(ref)
+
+    def update(self, api: "Client", container_id: str, patch: Resource) -> Resource:
+        if self.category == "folder":
+            return api.update_folder(container_id, patch)
+        return api.update_collection(container_id, patch)
+
+    def delete(self, api: "Client", container_id: str) -> None:
+        if self.category == "folder":
+            api.delete_folder(container_id)
+        else:
+            api.delete_collection(container_id)
+
+
+FOLDER, COLLECTION = Kind("folder"), Kind("collection")
 
 
 def labelled(resource: Resource) -> str:
@@ -86,8 +105,11 @@ def echo_container(found: Resource) -> None:
     )
 
 
-def echo_containers(items: Sequence[Resource], empty: str) -> None:
-    """Folders or collections as a table."""
+def echo_containers(
+    items: Sequence[Resource], empty: str, paths: Mapping[str, str] | None = None
+) -> None:
+    """Folders or collections as a table; the folders' collection and folder by ``paths``
+    (``Client.folder_paths``) where it has them, else by id."""
     if not items:
         typer.echo(empty)
         return
@@ -96,9 +118,15 @@ def echo_containers(items: Sequence[Resource], empty: str) -> None:
                  markings_of(c)] for c in items]  # fmt: skip
         echo_table(["ID", "NAME", "DESCRIPTION", "MARKINGS"], rows)
         return
+    named = paths or {}
+
+    def place(key: str, folder: Resource) -> str:
+        found = str(folder.get(key) or "")
+        return named.get(found, found) or "-"
+
     rows = [
-        [str(f["id"]), str(f.get("name") or ""), str(f.get("collection_id") or "-"),
-         str(f.get("folder_id") or "-"), markings_of(f)]
+        [str(f["id"]), str(f.get("name") or ""), place("collection_id", f),
+         place("folder_id", f), markings_of(f)]
         for f in items
     ]  # fmt: skip
     echo_table(["ID", "NAME", "COLLECTION", "IN FOLDER", "MARKINGS"], rows)
@@ -116,7 +144,7 @@ def echo_children(items: Sequence[Resource], where: Resource) -> None:
     echo_table(["ID", "NAME", "KIND", "MARKINGS"], rows)
 
 
-def children(api: "Client", container: Resource, limit: int | None = None) -> list[Resource]:
+def list_children(api: "Client", container: Resource, limit: int | None = None) -> list[Resource]:
     """What is directly in a folder or at a collection's top level, folders first."""
     from itertools import islice
 
@@ -132,7 +160,7 @@ def children(api: "Client", container: Resource, limit: int | None = None) -> li
 def tree(api: "Client", container: Resource) -> Resource:
     """The container with ``children`` below it, folders' own children recursively."""
     below = []
-    for child in children(api, container):
+    for child in list_children(api, container):
         below.append(tree(api, child) if child.get("category") == "folder" else child)
     return {**container, "children": below}
 
@@ -146,6 +174,71 @@ def echo_tree(node: Resource, depth: int = 0) -> None:
     typer.echo(f"{'  ' * depth}{name}  ({kind}{node['id']}){f'  [{marked}]' if marked else ''}")
     for child in node.get("children") or []:
         echo_tree(child, depth + 1)
+
+
+# -- the commands both have --------------------------------------------------------------------
+
+
+def register_basics(
+    app: typer.Typer, kind: Kind, *, get: str, rename: str, delete: str, children: str
+) -> None:
+    """``get``, ``rename``, ``delete`` and ``children`` on ``app``, each with its help."""
+    noun = kind.category
+    Ref = Annotated[  # noqa: N806 - a type, named as one
+        str, typer.Argument(metavar=noun.upper(), help=f"The {noun}'s name or id ({noun}.…).")
+    ]
+
+    def get_(ctx: typer.Context, ref: Ref, as_json: JsonOption = False) -> None:
+        with reporting_errors():
+            found = kind.resolve(client_from(ctx), ref)
+        if as_json:
+            echo_json(found)
+        else:
+            echo_container(found)
+
+    def rename_(
+        ctx: typer.Context,
+        ref: Ref,
+        new_name: Annotated[str, typer.Argument(metavar="NEW_NAME", help="Its new name.")],
+        as_json: JsonOption = False,
+    ) -> None:
+        with reporting_errors():
+            api = client_from(ctx)
+            found = kind.resolve(api, ref)
+            changed = kind.update(api, found["id"], {"name": new_name})
+        done(as_json, f"renamed {labelled(found)} to {changed['name']}", changed)
+
+    def delete_(ctx: typer.Context, ref: Ref, as_json: JsonOption = False) -> None:
+        with reporting_errors():
+            api = client_from(ctx)
+            found = kind.resolve(api, ref)
+            kind.delete(api, found["id"])
+        done(as_json, f"deleted {labelled(found)}", {"id": found["id"], "deleted": True})
+
+    def children_(
+        ctx: typer.Context,
+        ref: Ref,
+        limit: Annotated[
+            int | None, typer.Option(min=1, help="Show at most this many (default: all).")
+        ] = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        with reporting_errors():
+            api = client_from(ctx)
+            found = kind.resolve(api, ref)
+            items = list_children(api, found, limit)
+        if as_json:
+            echo_json(items)
+        else:
+            echo_children(items, found)
+
+    for command, name, text in (
+        (get_, "get", get),
+        (rename_, "rename", rename),
+        (delete_, "delete", delete),
+        (children_, "children", children),
+    ):
+        app.command(name, help=text)(command)  # fmt: skip
 
 
 # -- sharing -----------------------------------------------------------------------------------

@@ -112,16 +112,18 @@ def list_(
             page_size=min(limit, MAX_PAGE) if limit else None,
         )
         agents = list(islice(found, limit))
+        paths = {} if as_json else api.folder_paths(a["folder_id"] for a in agents
+                                                    if a.get("folder_id"))  # fmt: skip
     if as_json:
         echo_json(agents)
     elif not agents:
         typer.echo("No agents found.")
     else:
         headers = ["ID", "NAME", "MODE", "INPUT", "VERSION", "TAGS", "FOLDER"]
-        echo_table(headers, [_row(a) for a in agents])
+        echo_table(headers, [_row(a, paths) for a in agents])
 
 
-def _row(agent: Agent) -> list[str]:
+def _row(agent: Agent, paths: dict[str, str]) -> list[str]:
     return [
         str(agent["id"]),
         str(agent.get("name") or ""),
@@ -129,18 +131,20 @@ def _row(agent: Agent) -> list[str]:
         str(agent.get("input_mode") or ""),
         str(agent.get("version") or ""),
         ",".join(agent.get("tags") or []),
-        _folder(agent, "-"),  # names are unique per folder only
+        _folder(agent, paths, "-"),  # names are unique per folder only
     ]
 
 
 BUILTIN_FOLDER = "(built-in)"
 
 
-def _folder(agent: Agent, top_level: str) -> str:
-    """Where the agent sits: its folder, the top level, or with the built-ins (no folder)."""
+def _folder(agent: Agent, paths: dict[str, str], top_level: str) -> str:
+    """Where the agent sits: its folder (by its path from ``paths``, when the caller can read
+    it; else its id), the top level, or with the built-ins (no folder)."""
     if agent.get("is_builtin"):
         return BUILTIN_FOLDER
-    return str(agent.get("folder_id") or top_level)
+    folder_id = str(agent.get("folder_id") or "")
+    return paths.get(folder_id, folder_id) if folder_id else top_level
 
 
 @app.command()
@@ -158,13 +162,15 @@ def get(
         found = resolve_agent(api, agent)
         if version is not None:
             found = api.agent_version(found["id"], version)
+        folder_id = None if as_json else found.get("folder_id")
+        paths = api.folder_paths([folder_id]) if folder_id else {}
     if as_json:
         echo_json(found)
     else:
-        echo_detail(_fields(found), _parts(found))
+        echo_detail(_fields(found, paths), _parts(found))
 
 
-def _fields(agent: Agent) -> list[tuple[str, str]]:
+def _fields(agent: Agent, paths: dict[str, str]) -> list[tuple[str, str]]:
     spec = agent.get("agent") or {}
     fields = [
         ("id", str(agent["id"])),
@@ -173,7 +179,7 @@ def _fields(agent: Agent) -> list[tuple[str, str]]:
         ("description", str(agent.get("description") or "-")),
         ("mode", f"{agent.get('mode')}, input {agent.get('input_mode')}"),
         ("version", f"{agent.get('version')} (updated {when(agent.get('updated_at'))})"),
-        ("folder", _folder(agent, "- (top level)")),
+        ("folder", _folder(agent, paths, "- (top level)")),
         ("your access", _access(agent)),
     ]
     if agent.get("mode") == "react":

@@ -4,23 +4,20 @@ name (names of collections are unique among those you can see, unless shared to 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from dhub.cli._common import JsonOption, client_from, done, echo_json, reporting_errors
 from dhub.cli._containers import (
-    Kind,
-    children,
-    echo_children,
-    echo_container,
+    COLLECTION,
     echo_containers,
+    echo_tree,
     labelled,
+    register_basics,
     register_sharing,
+    tree,
 )
-
-if TYPE_CHECKING:
-    from dhub.client import Client, Collection
 
 app = typer.Typer(
     help="Collections: workspaces whose owners, grants and markings reach everything in them.",
@@ -30,10 +27,6 @@ app = typer.Typer(
 CollectionArgument = Annotated[
     str, typer.Argument(metavar="COLLECTION", help="The collection's name or id (collection.…).")
 ]
-
-
-def _resolve(api: Client, ref: str) -> Collection:
-    return api.resolve_collection(ref)
 
 
 @app.command("list")
@@ -53,15 +46,15 @@ def list_(
         echo_containers(found, "No collections found.")
 
 
-@app.command()
-def get(ctx: typer.Context, collection: CollectionArgument, as_json: JsonOption = False) -> None:
-    """Show a collection: who owns it, the markings on it."""
-    with reporting_errors():
-        found = _resolve(client_from(ctx), collection)
-    if as_json:
-        echo_json(found)
-    else:
-        echo_container(found)
+# get, rename, delete, children
+register_basics(
+    app,
+    COLLECTION,
+    get="Show a collection: who owns it, the markings on it.",
+    rename="Rename a collection.",
+    delete="Delete an empty collection.",
+    children="List what is at a collection's top level (in none of its folders), folders first.",
+)
 
 
 @app.command()
@@ -77,59 +70,12 @@ def create(
     done(as_json, f"created {labelled(made)}", made)
 
 
-@app.command()
-def rename(
-    ctx: typer.Context,
-    collection: CollectionArgument,
-    new_name: Annotated[str, typer.Argument(metavar="NEW_NAME", help="Its new name.")],
-    as_json: JsonOption = False,
-) -> None:
-    """Rename a collection."""
-    with reporting_errors():
-        api = client_from(ctx)
-        found = _resolve(api, collection)
-        changed = api.update_collection(found["id"], {"name": new_name})
-    done(as_json, f"renamed {labelled(found)} to {changed['name']}", changed)
-
-
-@app.command()
-def delete(ctx: typer.Context, collection: CollectionArgument, as_json: JsonOption = False) -> None:
-    """Delete an empty collection."""
-    with reporting_errors():
-        api = client_from(ctx)
-        found = _resolve(api, collection)
-        api.delete_collection(found["id"])
-    done(as_json, f"deleted {labelled(found)}", {"id": found["id"], "deleted": True})
-
-
-@app.command("children")
-def children_(
-    ctx: typer.Context,
-    collection: CollectionArgument,
-    limit: Annotated[
-        int | None, typer.Option(min=1, help="Show at most this many (default: all).")
-    ] = None,
-    as_json: JsonOption = False,
-) -> None:
-    """List what is at a collection's top level (in none of its folders), folders first."""
-    with reporting_errors():
-        api = client_from(ctx)
-        found = _resolve(api, collection)
-        items = children(api, found, limit)
-    if as_json:
-        echo_json(items)
-    else:
-        echo_children(items, found)
-
-
 @app.command("tree")
 def tree_(ctx: typer.Context, collection: CollectionArgument, as_json: JsonOption = False) -> None:
     """Show a collection and everything in it, indented, folders first."""
-    from dhub.cli._containers import echo_tree, tree
-
     with reporting_errors():
         api = client_from(ctx)
-        found = tree(api, _resolve(api, collection))
+        found = tree(api, COLLECTION.resolve(api, collection))
     if as_json:
         echo_json(found)
     else:
@@ -137,4 +83,4 @@ def tree_(ctx: typer.Context, collection: CollectionArgument, as_json: JsonOptio
 
 
 # share, unshare, grants, owners, mark, unmark
-register_sharing(app, Kind("collection", _resolve))
+register_sharing(app, COLLECTION)

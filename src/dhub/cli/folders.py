@@ -11,19 +11,18 @@ import typer
 
 from dhub.cli._common import JsonOption, client_from, done, echo_json, reporting_errors
 from dhub.cli._containers import (
-    Kind,
-    children,
-    echo_children,
+    FOLDER,
     echo_container,
     echo_containers,
     echo_tree,
     labelled,
+    register_basics,
     register_sharing,
     tree,
 )
 
 if TYPE_CHECKING:
-    from dhub.client import Client, Folder
+    from dhub.client import Client
 
 app = typer.Typer(
     help="Folders: make them, move things into them, share and mark them (what is inside "
@@ -44,10 +43,6 @@ CollectionOption = Annotated[
 LimitOption = Annotated[
     int | None, typer.Option(min=1, help="Show at most this many (default: all).")
 ]
-
-
-def _resolve(api: Client, ref: str) -> Folder:
-    return api.resolve_folder(ref)
 
 
 @app.command("list")
@@ -76,21 +71,23 @@ def list_(
             page_size=min(limit, 200) if limit else None,
         )
         folders = list(islice(found, limit))
+        where = {str(f.get(k)) for f in folders for k in ("folder_id", "collection_id")}
+        paths = {} if as_json else api.folder_paths(where)
     if as_json:
         echo_json(folders)
     else:
-        echo_containers(folders, "No folders found.")
+        echo_containers(folders, "No folders found.", paths)
 
 
-@app.command()
-def get(ctx: typer.Context, folder: FolderArgument, as_json: JsonOption = False) -> None:
-    """Show a folder: where it is, who owns it, the markings on it and above it."""
-    with reporting_errors():
-        found = _resolve(client_from(ctx), folder)
-    if as_json:
-        echo_json(found)
-    else:
-        echo_container(found)
+# get, rename, delete, children
+register_basics(
+    app,
+    FOLDER,
+    get="Show a folder: where it is, who owns it, the markings on it and above it.",
+    rename="Rename a folder (your home folder keeps its name).",
+    delete="Delete an empty folder.",
+    children="List what is in a folder, of every kind, that you can see (folders first).",
+)
 
 
 @app.command()
@@ -129,21 +126,6 @@ def create(
 
 
 @app.command()
-def rename(
-    ctx: typer.Context,
-    folder: FolderArgument,
-    new_name: Annotated[str, typer.Argument(metavar="NEW_NAME", help="Its new name.")],
-    as_json: JsonOption = False,
-) -> None:
-    """Rename a folder (your home folder keeps its name)."""
-    with reporting_errors():
-        api = client_from(ctx)
-        found = _resolve(api, folder)
-        changed = api.update_folder(found["id"], {"name": new_name})
-    done(as_json, f"renamed {labelled(found)} to {changed['name']}", changed)
-
-
-@app.command()
 def move(
     ctx: typer.Context,
     folder: FolderArgument,
@@ -163,7 +145,7 @@ def move(
     changes)."""
     with reporting_errors():
         api = client_from(ctx)
-        found = _resolve(api, folder)
+        found = FOLDER.resolve(api, folder)
         moved = move_to(api, found["id"], to, collection, home_)
     done(as_json, f"moved {labelled(moved)} {where(moved)}", moved)
 
@@ -188,32 +170,6 @@ def where(resource: dict[str, object]) -> str:
     return f"to the top of collection {resource.get('collection_id')}"
 
 
-@app.command()
-def delete(ctx: typer.Context, folder: FolderArgument, as_json: JsonOption = False) -> None:
-    """Delete an empty folder."""
-    with reporting_errors():
-        api = client_from(ctx)
-        found = _resolve(api, folder)
-        api.delete_folder(found["id"])
-    done(as_json, f"deleted {labelled(found)}", {"id": found["id"], "deleted": True})
-
-
-@app.command("children")
-def children_(
-    ctx: typer.Context, folder: FolderArgument, limit: LimitOption = None,
-    as_json: JsonOption = False,
-) -> None:  # fmt: skip
-    """List what is in a folder, of every kind, that you can see (folders first)."""
-    with reporting_errors():
-        api = client_from(ctx)
-        found = _resolve(api, folder)
-        items = children(api, found, limit)
-    if as_json:
-        echo_json(items)
-    else:
-        echo_children(items, found)
-
-
 @app.command("tree")
 def tree_(
     ctx: typer.Context,
@@ -228,7 +184,7 @@ def tree_(
     with reporting_errors():
         api = client_from(ctx)
         if folder is not None:
-            roots = [_resolve(api, folder)]
+            roots = [FOLDER.resolve(api, folder)]
         else:
             roots = [api.home_folder(), *api.iter_collections()]
         trees = [tree(api, root) for root in roots]
@@ -240,4 +196,4 @@ def tree_(
 
 
 # share, unshare, grants, owners, mark, unmark
-register_sharing(app, Kind("folder", _resolve))
+register_sharing(app, FOLDER)

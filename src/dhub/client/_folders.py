@@ -7,7 +7,7 @@ folders the caller can see like an agent's (``resolve_folder``); a collection li
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dhub.client._models import Collection, Folder, Resource, ResourcePage
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 HOME_TYPE = "home"  # the ``type`` of a user's home folder
 _MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
+_MAX_IDS = 200  # the server's largest page
 
 
 class FoldersMixin:
@@ -119,20 +120,18 @@ class FoldersMixin:
 
     def update_folder(self, folder: str, patch: Mapping[str, Any]) -> Folder:
         """Apply an RFC 7396 merge patch (``{"name": "new"}`` renames it; ``move`` moves it)."""
-        path = f"/folders/{segment(self._folder_id(folder))}"
-        return self._object("PATCH", path, json=dict(patch), headers=_MERGE_PATCH)
+        return self._merge(self._container("folder", folder), patch)
 
     def delete_folder(self, folder: str) -> None:
         """Delete an empty folder (one with anything in it is a ``Conflict``)."""
-        self._request("DELETE", f"/folders/{segment(self._folder_id(folder))}")
+        self._request("DELETE", self._container("folder", folder))
 
     def folder_children(
         self, folder: str, *, limit: int | None = None, cursor: str | None = None
     ) -> ResourcePage:
         """One page of what is directly in the folder, of every kind, that the caller can
         see, by id. Each item is a resource's envelope; ``category`` says its kind."""
-        path = f"/folders/{segment(self._folder_id(folder))}/children"
-        return _page_of(self._object("GET", path, params=query(limit=limit, cursor=cursor)))
+        return self._children(self._container("folder", folder), limit, cursor)
 
     def iter_folder_children(
         self, folder: str, *, page_size: int | None = None
@@ -142,6 +141,18 @@ class FoldersMixin:
         return follow(
             lambda cursor: self.folder_children(folder_id, limit=page_size, cursor=cursor)
         )
+
+    def folder_paths(self, ids: Iterable[str]) -> dict[str, str]:
+        """Where each folder or collection of ``ids`` is, by name from the top (``support/
+        reports``, ``home/drafts``; ``…`` for folders above it the caller cannot read), for
+        those the caller can read: the others are left out. One request per 200 ids."""
+        wanted = sorted({str(i) for i in ids if is_id("folder", i) or is_id("collection", i)})
+        found: dict[str, str] = {}
+        for start in range(0, len(wanted), _MAX_IDS):
+            params = {"id": ",".join(wanted[start : start + _MAX_IDS])}
+            body = self._object("GET", "/folders/paths", params=params)
+            found.update((item["id"], item["path"]) for item in body.get("data") or [])
+        return found
 
     # -- collections -------------------------------------------------------------------------
 
@@ -205,19 +216,17 @@ class FoldersMixin:
 
     def update_collection(self, collection: str, patch: Mapping[str, Any]) -> Collection:
         """Apply an RFC 7396 merge patch (``{"name": "new"}`` renames it)."""
-        path = f"/collections/{segment(self._collection_id(collection))}"
-        return self._object("PATCH", path, json=dict(patch), headers=_MERGE_PATCH)
+        return self._merge(self._container("collection", collection), patch)
 
     def delete_collection(self, collection: str) -> None:
         """Delete an empty collection (one with anything in it is a ``Conflict``)."""
-        self._request("DELETE", f"/collections/{segment(self._collection_id(collection))}")
+        self._request("DELETE", self._container("collection", collection))
 
     def collection_children(
         self, collection: str, *, limit: int | None = None, cursor: str | None = None
     ) -> ResourcePage:
         """One page of what is at the collection's top level (in no folder of it)."""
-        path = f"/collections/{segment(self._collection_id(collection))}/children"
-        return _page_of(self._object("GET", path, params=query(limit=limit, cursor=cursor)))
+        return self._children(self._container("collection", collection), limit, cursor)
 
     def iter_collection_children(
         self, collection: str, *, page_size: int | None = None
@@ -262,8 +271,21 @@ class FoldersMixin:
         patch: dict[str, Any] = {"folder_id": None if folder is None else self._folder_id(folder)}
         if collection is not None:
             patch["collection_id"] = self._collection_id(collection)
-        return self._object("PATCH", self._resource_path(resource), json=patch,
-                            headers=_MERGE_PATCH)  # fmt: skip
+        return self._merge(self._resource_path(resource), patch)
+
+    # -- what folders and collections share ---------------------------------------------------
+
+    def _container(self, category: str, ref: str) -> str:
+        """``/folders/<id>`` or ``/collections/<id>`` of the one ``ref`` names."""
+        found = self._folder_id(ref) if category == "folder" else self._collection_id(ref)
+        return f"/{category}s/{segment(found)}"
+
+    def _merge(self, path: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        return self._object("PATCH", path, json=dict(patch), headers=_MERGE_PATCH)
+
+    def _children(self, path: str, limit: int | None, cursor: str | None) -> ResourcePage:
+        params = query(limit=limit, cursor=cursor)
+        return _page_of(self._object("GET", f"{path}/children", params=params))
 
     def _page(
         self,

@@ -272,7 +272,8 @@ class AgentService:
                 scope = seen.scope if seen else None  # None: the caller gave its access away
             record = await self._store_document(conn, principal, found.record, spec)
             if moved_to is not None:
-                await tree.move(conn, agent_id, moved_to.parent)
+                was = current.get("collection_id")
+                await placement.move(conn, principal, agent_id, was, moved_to)
                 found = await self._find(conn, principal, agent_id)
         return AgentView(record, found.owners, scope, found.above)
 

@@ -8,6 +8,7 @@ marking or unshared appears, however it is asked for.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,6 +91,45 @@ class FolderService:
                 after, window = ids[-1], window * 2  # what was hidden: look further
         more = len(found) > limit
         return ChildPage(found[:limit], encode_cursor(found[limit - 1]["id"]) if more else None)
+
+    async def paths(self, principal: Principal, ids: Sequence[str]) -> dict[str, str]:
+        """Where each folder or collection of ``ids`` that the caller can read is, by name
+        from the top (``support/reports``, ``home/drafts``): the containers above it that
+        the caller cannot read are one "…" each run. The others are left out, as ids that
+        do not exist are."""
+        wanted = {i for i in ids if i.startswith(("folder.", "collection."))}
+        principals = sorted(principal.principal_ids)
+        async with self.db.read(snapshot=True) as conn:
+            above = await tree.chains(conn, wanted)
+            rows = await repo.get_resources(conn, wanted.union(*above.values()), principals)
+            # A home folder passes nothing down, so it is no one's ancestor in the tree: what
+            # sits in one has it as the folder of the top of its chain.
+            for folder_id in wanted:
+                top = rows.get((above.get(folder_id) or [folder_id])[-1])
+                if top is not None and top.record.folder_id is not None:
+                    above.setdefault(folder_id, []).append(top.record.folder_id)
+            homes = {c[-1] for c in above.values()} - set(rows)
+            rows.update(await repo.get_resources(conn, homes, principals))
+        readable = {i for i, row in rows.items() if _readable(principal, row)}
+        found: dict[str, str] = {}
+        for container_id in sorted(wanted & readable):
+            names: list[str] = []
+            for ancestor in reversed(above.get(container_id, [])):
+                if ancestor in readable:
+                    names.append(rows[ancestor].record.name)
+                elif names[-1:] != [HIDDEN]:
+                    names.append(HIDDEN)
+            found[container_id] = "/".join([*names, rows[container_id].record.name])
+        return found
+
+
+HIDDEN = "…"  # in a path, containers the caller cannot read
+
+
+def _readable(principal: Principal, row: repo.ResourceRow) -> bool:
+    owners = [o["id"] for o in row.owners]
+    own = orjson.loads(row.record.markings)
+    return policy.access(principal, owners, row.grant, own, row.above) is not None
 
 
 def _summary(

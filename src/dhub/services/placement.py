@@ -18,18 +18,19 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import orjson
-from pydantic import BaseModel
 from sqlalchemy import select
 
 from dhub.access import policy
 from dhub.access.principal import Principal
+from dhub.domain.agent import AgentSpec
 from dhub.domain.errors import FieldError, Forbidden, InvalidInput
 from dhub.domain.ids import new_id, now_ms
-from dhub.domain.resources import HOME, unreachable
+from dhub.domain.resources import HOME, ResourceSpec, unreachable
 from dhub.services.references import UNREACHABLE
+from dhub.store import agents as agent_repo
+from dhub.store import audit, tree
 from dhub.store import resources as repo
 from dhub.store import sharing as shares
-from dhub.store import tree
 from dhub.store.agents import AgentRow
 from dhub.store.db import Conn
 from dhub.store.tables import resources, users
@@ -42,6 +43,8 @@ class Placement:
     folder_id: str | None
     collection_id: str | None
     home: bool = False  # the folder is a home folder
+    # What something placed here inherits: the markings on its container and above it.
+    markings: frozenset[str] = frozenset()
 
     @property
     def parent(self) -> str | None:
@@ -57,7 +60,7 @@ class Placement:
 
 
 NOWHERE = Placement(None, None)
-_Spec = TypeVar("_Spec", bound=BaseModel)
+_Spec = TypeVar("_Spec", AgentSpec, ResourceSpec)
 
 
 def placed(spec: _Spec, to: Placement) -> _Spec:
@@ -114,8 +117,9 @@ def is_home(record: repo.ResourceRecord) -> bool:
 
 async def _container(
     conn: Conn, principal: Principal, category: str, container_id: str, loc: str
-) -> tuple[repo.ResourceRow | None, FieldError | None]:
-    """The folder or collection, when the principal may put things in it (edit)."""
+) -> tuple[repo.ResourceRecord, frozenset[str]]:
+    """The folder or collection, when the principal may put things in it (edit), and the
+    markings what is put in it inherits; InvalidInput naming ``loc`` otherwise."""
     rows = await repo.get_resources(conn, [container_id], sorted(principal.principal_ids))
     row = rows.get(container_id)
     if row is not None and row.record.category == category:
@@ -123,11 +127,8 @@ async def _container(
         markings = orjson.loads(row.record.markings)
         seen = policy.access(principal, owners, row.grant, markings, row.above)
         if seen is not None and seen.allows("edit"):
-            return row, None
-    return None, FieldError(loc, unreachable(category, container_id), UNREACHABLE)
-
-
-_COLLECTION_OF = select(resources.c.collection_id)
+            return row.record, frozenset({*markings, *row.above.markings})
+    raise InvalidInput([FieldError(loc, unreachable(category, container_id), UNREACHABLE)])
 
 
 async def resolve(
@@ -142,11 +143,9 @@ async def resolve(
     if category == "collection":
         return NOWHERE
     if folder_id is not None:
-        row, error = await _container(conn, principal, "folder", folder_id, "/folder_id")
-        if error is not None or row is None:
-            raise InvalidInput([error] if error else [])
-        stmt = _COLLECTION_OF.where(resources.c.id == folder_id)
-        holds: str | None = (await conn.execute(stmt)).scalar()
+        record, marked = await _container(conn, principal, "folder", folder_id, "/folder_id")
+        document = orjson.loads(record.document)
+        holds: str | None = document.get("collection_id")
         if collection_id is not None and collection_id != holds:
             where = f"collection '{holds}'" if holds else "no collection"
             hint = f"set it to '{holds}'" if holds else "set it to null"
@@ -155,12 +154,13 @@ async def resolve(
                 "to put it in another collection, choose a folder of that collection."
             )
             raise InvalidInput([FieldError("/collection_id", message, "folder_collection")])
-        return Placement(folder_id, holds, is_home(row.record))
+        if document.get("type") == HOME:  # passes nothing down
+            return Placement(folder_id, holds, home=True)
+        return Placement(folder_id, holds, markings=marked)
     if collection_id is not None:
-        _, error = await _container(conn, principal, "collection", collection_id, "/collection_id")
-        if error is not None:
-            raise InvalidInput([error])
-        return Placement(None, collection_id)
+        loc = "/collection_id"
+        _, marked = await _container(conn, principal, "collection", collection_id, loc)
+        return Placement(None, collection_id, markings=marked)
     return Placement(await home_of(conn, principal.user_id), None, home=True)
 
 
@@ -177,7 +177,7 @@ async def moved(
     patch naming only ``folder_id`` takes the folder's collection; one naming only a new
     ``collection_id`` goes to that collection's top level."""
     was = (current.get("folder_id"), current.get("collection_id"))
-    folder_id, collection_id = getattr(spec, "folder_id"), getattr(spec, "collection_id")  # noqa: B009
+    folder_id, collection_id = spec.folder_id, spec.collection_id
     if (folder_id, collection_id) == was:
         return spec, None
     if "collection_id" not in patch:
@@ -196,46 +196,68 @@ async def check_move(
 ) -> None:
     """What moving a resource to ``to`` takes beyond editing it: sharing (it changes who
     inherits access), an owner holding the markings it would leave behind, and for a folder
-    a destination outside itself, in its own collection unless it is empty."""
+    a destination outside itself, and the same for everything in it: no one moves, in a
+    folder, what they could not move one by one."""
     record, above = row.record, row.above
     owners, own = [o["id"] for o in row.owners], orjson.loads(record.markings)
-    policy.require(principal, "share", record.id, owners, row.grant, own, kind, above)
-    if kind == "folder":
-        await _check_folder_move(conn, record.id, to)
-    if above.markings:
-        left = above.markings - await _markings_at(conn, to)
-        if left:
-            found = policy.access(principal, owners, row.grant, own, above)
-            if found is None or not found.allows("unmark"):
-                raise Forbidden(
-                    f"Moving '{record.id}' out from under the marking(s) "
-                    f"{', '.join(sorted(left))} would remove them from it: that needs an owner "
-                    "who holds them."
-                )
-
-
-async def _check_folder_move(conn: Conn, folder_id: str, to: Placement) -> None:
-    if to.parent is not None and await tree.is_inside(conn, to.parent, folder_id):
+    found = policy.require(principal, "share", record.id, owners, row.grant, own, kind, above)
+    folder = kind == "folder"
+    if folder and to.parent is not None and await tree.is_inside(conn, to.parent, record.id):
         raise InvalidInput(
             [FieldError("/folder_id", "A folder cannot move into itself or into a folder "
                         "inside it: choose a folder outside it.", "folder_cycle")]
         )  # fmt: skip
-    stmt = _COLLECTION_OF.where(resources.c.id == folder_id)
-    now_in: str | None = (await conn.execute(stmt)).scalar()
-    if now_in != to.collection_id and await tree.child_count(conn, folder_id):
-        raise InvalidInput(
-            [FieldError("/collection_id", "Only an empty folder moves to another collection "
-                        "(what is inside keeps the collection it was made in): move its "
-                        "contents first, or move it within its collection.",
-                        "folder_collection")]
-        )  # fmt: skip
+    left = above.markings - to.markings
+    if left and not found.allows("unmark"):
+        raise Forbidden(
+            f"Moving '{record.id}' out from under the marking(s) {', '.join(sorted(left))} "
+            "would remove them from it: that needs an owner who holds them."
+        )
+    if folder:
+        await _check_inside(conn, principal, record.id, "unmark" if left else "share")
 
 
-async def _markings_at(conn: Conn, to: Placement) -> frozenset[str]:
-    """The markings something placed at ``to`` inherits."""
-    if to.parent is None:
-        return frozenset()
-    above = (await tree.inherited(conn, [to.parent], [])).get(to.parent, tree.NOTHING)
-    rows = await repo.get_resources(conn, [to.parent], [])
-    own = orjson.loads(rows[to.parent].record.markings) if to.parent in rows else []
-    return frozenset({*above.markings, *own})
+async def _check_inside(
+    conn: Conn, principal: Principal, folder_id: str, needs: policy.Action
+) -> None:
+    """Forbidden unless the principal could move each thing below the folder itself (``needs``
+    on each: "share", or "unmark" when the move leaves markings behind), saying nothing of
+    what it could not: some of it may be hidden from the principal."""
+    principals = sorted(principal.principal_ids)
+    below = await tree.below(conn, folder_id)
+    for start in range(0, len(below), 500):
+        ids = below[start : start + 500]
+        agent_ids = [i for i in ids if i.startswith("agent.")]
+        rows: list[AgentRow | repo.ResourceRow] = [
+            *(await agent_repo.get_agents(conn, agent_ids, principals)).values(),
+            *(await repo.get_resources(conn, set(ids) - set(agent_ids), principals)).values(),
+        ]
+        for row in rows:
+            owners, own = [o["id"] for o in row.owners], orjson.loads(row.record.markings)
+            found = policy.access(
+                principal, owners, row.grant, own, row.above, builtin=row.record.is_builtin
+            )
+            if found is None or not found.allows(needs):
+                raise Forbidden(
+                    f"Folder '{folder_id}' holds something you could not move yourself (hidden "
+                    "from you, or not yours to share), and it would move with the folder: move "
+                    "what you can out of it, or ask someone who can see and share all of it."
+                )
+
+
+async def move(
+    conn: Conn, principal: Principal, resource_id: str, was: str | None, to: Placement
+) -> None:
+    """Hang the resource, checked by ``check_move``, where ``to`` says; for a folder leaving
+    collection ``was``, everything below it goes to the new collection too (its column and
+    document, as a new version each, audited as the move of one resource is). The access
+    epoch moves on once (store/tree.py)."""
+    if to.collection_id != was:
+        below = await tree.below(conn, resource_id)
+        changed = await tree.recollect(conn, below, to.collection_id, principal.user_id, now_ms())
+        await audit.record_many(
+            conn,
+            principal.user_id,
+            [(f"{kind}.update", rid, version, version + 1) for rid, kind, version in changed],
+        )
+    await tree.move(conn, resource_id, to.parent)

@@ -232,7 +232,8 @@ class ResourceService:
                 scope = seen.scope if seen else None
             record = await self._store(conn, principal, found.record, spec)
             if moved_to is not None:
-                await tree.move(conn, resource_id, moved_to.parent)
+                was = current.get("collection_id")
+                await placement.move(conn, principal, resource_id, was, moved_to)
                 found = await self._find(conn, principal, category, resource_id)
         return ResourceView(record, found.owners, scope, found.above)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,20 @@ async def record(
             after=after,
         )
     )
+
+
+async def record_many(
+    conn: Conn, actor_id: str, changes: Sequence[tuple[str, str, Any, Any]]
+) -> None:
+    """One entry for each (action, target_id, before, after) of ``changes``, as ``record``
+    writes them, in one statement."""
+    if changes:
+        at = now_ms()
+        await conn.execute(
+            insert(audit_log),
+            [{"at": at, "actor_id": actor_id, "action": action, "target_id": target,
+              "before": before, "after": after} for action, target, before, after in changes],
+        )  # fmt: skip
 
 
 async def entries(

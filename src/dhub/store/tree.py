@@ -13,6 +13,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
@@ -24,16 +25,19 @@ from sqlalchemy import (
     or_,
     select,
     union_all,
+    update,
 )
 
 from dhub.store.db import Conn
 from dhub.store.sharing import Reach, bump_epoch
 from dhub.store.tables import (
+    agent_versions,
     agents,
     resource_ancestors,
     resource_grants,
     resource_markings,
     resource_owners,
+    resource_versions,
     resources,
 )
 
@@ -84,6 +88,22 @@ async def chain(conn: Conn, resource_id: str) -> list[str]:
     return [row[0] for row in await conn.execute(_CHAIN, {"resource_id": resource_id})]
 
 
+_CHAINS = (
+    select(_A.c.resource_id, _A.c.ancestor_id)
+    .where(_A.c.resource_id.in_(bindparam("ids", expanding=True)))
+    .order_by(_A.c.resource_id, _A.c.depth)
+)
+
+
+async def chains(conn: Conn, ids: Collection[str]) -> dict[str, list[str]]:
+    """The containers above each of ``ids``, nearest first (those at the top left out)."""
+    found: dict[str, list[str]] = {}
+    if ids:
+        for resource_id, ancestor_id in await conn.execute(_CHAINS, {"ids": sorted(set(ids))}):
+            found.setdefault(str(resource_id), []).append(str(ancestor_id))
+    return found
+
+
 async def place(conn: Conn, resource_id: str, parent_id: str | None) -> None:
     """Record a new resource under ``parent_id`` (its folder, or its collection when it sits
     at a collection's top level; None: at the top of everything)."""
@@ -128,6 +148,61 @@ async def move(conn: Conn, resource_id: str, parent_id: str | None) -> None:
         for a, d in above
     ]
     await conn.execute(insert(_A), rows)
+
+
+async def below(conn: Conn, container_id: str) -> list[str]:
+    """The ids of everything below the folder or collection, at any depth, visible or not."""
+    return sorted(str(r[0]) for r in await conn.execute(_SUBTREE, {"root": container_id}))
+
+
+_BATCH = 500  # bounded IN lists
+# Each kind's table, its versions (and their id column) and its category.
+_KINDS = (
+    (agents, agent_versions, "agent_id", literal("agent")),
+    (resources, resource_versions, "resource_id", resources.c.category),
+)
+
+
+async def recollect(
+    conn: Conn, ids: Sequence[str], collection_id: str | None, actor_id: str, now: int
+) -> list[tuple[str, str, int]]:
+    """Put the resources of ``ids`` (what is below a folder that moves to another collection)
+    in ``collection_id``: the column and the document, each as its next version, as a move
+    of one resource stores it. Returns each one's (id, category, version it was)."""
+    changed: list[tuple[str, str, int]] = []
+    for table, versions, id_column, category in _KINDS:
+        for start in range(0, len(ids), _BATCH):
+            stmt = (
+                select(table.c.id, category, table.c.version, table.c.document)
+                .where(table.c.id.in_(ids[start : start + _BATCH]))
+                .with_for_update()  # a patch of one of them in the meantime goes first
+            )
+            rows, history = [], []
+            for resource_id, kind, version, document in await conn.execute(stmt):
+                text = orjson.dumps({**orjson.loads(document), "collection_id": collection_id})
+                row = {"b_id": resource_id, "b_version": version + 1, "b_document": text.decode()}
+                rows.append(row)
+                history.append({id_column: resource_id, "version": version + 1,
+                                "document": row["b_document"], "created_by": actor_id,
+                                "created_at": now})  # fmt: skip
+                changed.append((str(resource_id), str(kind), int(version)))
+            if rows:
+                await conn.execute(_recollected(table, collection_id, now), rows)
+                await conn.execute(insert(versions), history)
+    return changed
+
+
+def _recollected(table: Any, collection_id: str | None, now: int) -> Any:
+    return (
+        update(table)
+        .where(table.c.id == bindparam("b_id"))
+        .values(
+            collection_id=collection_id,
+            version=bindparam("b_version"),
+            document=bindparam("b_document"),
+            updated_at=now,
+        )
+    )
 
 
 async def remove(conn: Conn, resource_id: str) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel
 
 from dhub.api.deps import Ctx
-from dhub.api.query import PAGE_PARAMETERS, parse_page
+from dhub.api.query import IDS_PARAMETERS, PAGE_PARAMETERS, parse_ids, parse_page
 from dhub.api.render import resource_json
 from dhub.api.responses import ERROR_RESPONSES, JSON
 from dhub.domain.agent import Owner, ShareScope
@@ -58,27 +58,50 @@ async def home(ctx: Ctx) -> Response:
     return Response(resource_json(view), media_type="application/json")
 
 
-@router.get(
-    "/folders/{folder_id}/children",
-    response_model=ChildList,
-    openapi_extra=_PAGE,
-    name="list_folder_children",
-    summary="What is in a folder, of every kind, that the caller can see",
-)
-async def folder_children(folder_id: str, request: Request, ctx: Ctx) -> Response:
-    limit, cursor = parse_page(request.query_params)
-    page = await ctx.svc.folders.children(ctx.who, "folder", folder_id, limit, cursor)
-    return JSON({"data": page.data, "next_cursor": page.next_cursor})
+class FolderPath(BaseModel):
+    id: str
+    path: str
+
+
+class FolderPathList(BaseModel):
+    data: list[FolderPath]
 
 
 @router.get(
-    "/collections/{collection_id}/children",
-    response_model=ChildList,
-    openapi_extra=_PAGE,
-    name="list_collection_children",
-    summary="What is at a collection's top level, of every kind, that the caller can see",
+    "/folders/paths",
+    response_model=FolderPathList,
+    openapi_extra={"parameters": IDS_PARAMETERS},
+    name="get_folder_paths",
+    summary="Where folders and collections are, by name from the top, for those the caller "
+    "can read",
 )
-async def collection_children(collection_id: str, request: Request, ctx: Ctx) -> Response:
-    limit, cursor = parse_page(request.query_params)
-    page = await ctx.svc.folders.children(ctx.who, "collection", collection_id, limit, cursor)
-    return JSON({"data": page.data, "next_cursor": page.next_cursor})
+async def paths(request: Request, ctx: Ctx) -> Response:
+    found = await ctx.svc.folders.paths(ctx.who, parse_ids(request.query_params))
+    return JSON({"data": [{"id": i, "path": p} for i, p in found.items()]})
+
+
+def _children_route(category: str, summary: str) -> None:
+    """``GET /{category}s/{{category}_id}/children``: what is directly in the container."""
+
+    async def children(
+        request: Request, ctx: Ctx, container_id: str = Path(alias=f"{category}_id")
+    ) -> Response:
+        limit, cursor = parse_page(request.query_params)
+        page = await ctx.svc.folders.children(ctx.who, category, container_id, limit, cursor)
+        return JSON({"data": page.data, "next_cursor": page.next_cursor})
+
+    router.add_api_route(
+        f"/{category}s/{{{category}_id}}/children",
+        children,
+        methods=["GET"],
+        response_model=ChildList,
+        openapi_extra=_PAGE,
+        name=f"list_{category}_children",
+        summary=summary,
+    )
+
+
+_children_route("folder", "What is in a folder, of every kind, that the caller can see")
+_children_route(
+    "collection", "What is at a collection's top level, of every kind, that the caller can see"
+)
