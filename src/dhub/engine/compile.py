@@ -13,13 +13,14 @@ skipped, and a node joining the normal and the fallback paths runs exactly once 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
 from dhub.domain.agent import AgentSpec
-from dhub.domain.knowledge import KnowledgeTool
+from dhub.domain.knowledge import KnowledgeTool, for_code
 from dhub.domain.nodes import (
     Edge,
     ErrorHandlerWorkflowNode,
@@ -77,6 +78,12 @@ class CompiledGraph:
     knowledge: MappingProxyType[str, KnowledgeTool] = field(
         default_factory=lambda: MappingProxyType({})
     )
+
+    @functools.cached_property
+    def code_knowledge(self) -> tuple[dict[str, Any], ...]:
+        """The knowledge tools as the calls of its functions carry them (their code may call
+        them: domain/knowledge.py ``for_code``)."""
+        return for_code(self.knowledge.values())
 
     def body_scope(self, loop_id: str) -> Scope:
         return self.scopes[loop_id]

@@ -26,10 +26,16 @@ process starts before it loads the source (browser.py). The supervisor waits for
 before any of the tool's code has run, and keeps the processes it then sees between calls (and
 the worker only while they all live); everything started later is ended after each call.
 
+A function may call its agent's knowledge during a call (dhub_knowledge.py): each call also
+gets an answer pipe, and the requests it writes on its result pipe before its result are
+checked and relayed by the supervisor (child_host.py), the only one that talks to the server.
+
 Protocol with the server, one JSON document per line: stdin line 1, the setup ``{"source",
 "entry", "uid", "limits", "own_pid_namespace", "scratch", "browser"}``, answered by ``{"seq": 0,
 "kind": "ready"}`` or the loading error; every further stdin line a call ``{"seq", "inputs",
 "cpu"}``, answered by ``{"seq", "kind", "value" | "type", "message", "traceback", "reusable"}``.
+During a call, knowledge requests ``{"seq", "kind": "host", "id", "name", "arguments"}`` on
+stdout, each answered on stdin by ``{"seq", "kind": "host", "id", "ok", "value" | "message"}``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import importlib
+import importlib.util
 import json
 import linecache
 import os
@@ -48,7 +55,10 @@ import sys
 import time
 import traceback
 import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dhub.sandbox.child_host import HostRelay
 
 SOURCE_NAME = "<function>"
 KINDS = ("ok", "exception", "memory", "invalid_output")
@@ -58,12 +68,15 @@ ALONE = False  # in a PID namespace of its own: every other process there is the
 MAX_DEPTH = 64
 _GRACE_MS = 20  # a result is in: how long its pipe may stay open before the rest is ended
 _HOLD_MS = 1000  # ... and then, how long before the function's own process is taken to hold it
+_HOST: Any = None  # child_host.py, loaded by main
 
 
 # -- the supervisor ------------------------------------------------------------------------
 
 
 def main() -> None:
+    global _HOST
+    _HOST = _sibling("child_host")
     server = _Lines(0)
     setup = json.loads(server.readline())
     global ALONE
@@ -85,8 +98,11 @@ def main() -> None:
         return
     while True:
         request = json.loads(server.readline())
-        answer = function.call(request.get("inputs") or {}, float(request.get("cpu") or 0))
-        _answer({**answer, "seq": request.get("seq")})
+        if request.get("kind") == "host":  # the answer to a call that ended without it
+            continue
+        seq = request.get("seq")
+        answer = function.call(seq, request.get("inputs") or {}, float(request.get("cpu") or 0))
+        _answer({**answer, "seq": seq})
 
 
 class Function:
@@ -97,6 +113,7 @@ class Function:
     ) -> None:
         self.setup = setup
         self.server = server
+        self.limits = limits
         self.limit = int(limits.get("output") or 1 << 20)
         self.scratch = scratch
         self.pid = 0
@@ -144,30 +161,44 @@ class Function:
         _wipe(self.scratch)
         return answer
 
-    def call(self, inputs: dict[str, Any], cpu: float) -> dict[str, Any]:
+    def call(self, seq: Any, inputs: dict[str, Any], cpu: float) -> dict[str, Any]:
         assert self.control is not None
         if self.status is not None:
             return {"kind": "sandbox", "message": "the function's process has ended"}
         request_r, request_w = os.pipe()
         result_r, result_w = os.pipe()
+        answer_r, answer_w = os.pipe()  # knowledge answers (child_host.py)
         try:
-            socket.send_fds(self.control, [b"call"], [request_r, result_w])
+            socket.send_fds(self.control, [b"call"], [request_r, result_w, answer_r])
         except OSError:
-            for fd in (request_r, request_w, result_r, result_w):
+            for fd in (request_r, request_w, result_r, result_w, answer_r, answer_w):
                 os.close(fd)
             return self._ended()
-        os.close(request_r)
-        os.close(result_w)
+        for fd in (request_r, result_w, answer_r):
+            os.close(fd)
+        os.set_blocking(answer_w, False)
         payload = json.dumps({"inputs": inputs, "cpu": cpu}).encode()
-        answer = self._collect(result_r, (request_w, payload), set(KINDS))
+        relay = _HOST.HostRelay(seq, answer_w, self.limits)
+        try:
+            answer = self._collect(result_r, (request_w, payload), set(KINDS), relay)
+        finally:
+            os.close(answer_w)
         return {**answer, "reusable": self._clean_up() and answer["kind"] != "memory"}
 
     def _collect(
-        self, result_r: int, request: tuple[int, bytes] | None, kinds: set[str]
-    ) -> dict[str, Any]:
+        self, result_r: int, request: tuple[int, bytes] | None, kinds: set[str],
+        relay: HostRelay | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         """Send the request, then read the call's result pipe until every writer closed it:
-        one result, or why there is none."""
-        data, over, ended, held = _Exchange(self, result_r, request).run()
+        one result, or why there is none (knowledge requests on the way relayed)."""
+        data, over, ended, held = _Exchange(self, result_r, request, relay).run()
+        if relay is not None and relay.broken:
+            self.spoiled = True
+            message = (
+                "the function sent a knowledge request before reading the answer to its last "
+                "one: use dhub_knowledge.call, from the function's own process"
+            )
+            return {"kind": "invalid_output", "message": message}
         if over:
             return {"kind": "invalid_output", "message": f"the result is over {self.limit} bytes"}
         if held:  # it reopened or copied the pipe: no telling which result is whose
@@ -241,14 +272,22 @@ class Function:
 
 class _Exchange:
     """One call's traffic: the request written (without blocking on a large one), the result
-    read up to the size limit; the other processes are ended when the function's process
-    dies, or when a result is in but something still holds the pipe open."""
+    read up to the size limit, knowledge requests before it relayed; the other processes are
+    ended when the function's process dies, or when a result is in but something still holds
+    the pipe open."""
 
-    def __init__(self, function: Function, result_r: int, request: tuple[int, bytes] | None):
+    def __init__(
+        self, function: Function, result_r: int, request: tuple[int, bytes] | None,
+        relay: HostRelay | None = None,
+    ) -> None:  # fmt: skip
         self.function = function
         self.result_r = result_r
         self.request = request
-        self.data = b""
+        self.relay = relay
+        self.poll = select.poll()
+        self.roles: dict[int, str] = {}
+        self.data = b""  # the result's lines
+        self.pending = b""  # a line not ended yet
         self.over = False
         self.ended = False
         self.others_ended = False
@@ -256,8 +295,9 @@ class _Exchange:
         self.sent = 0
 
     def run(self) -> tuple[bytes, bool, bool, bool]:
-        poll = select.poll()
-        roles = {self.result_r: "result", self.function.server.fd: "server"}
+        poll = self.poll
+        roles = self.roles
+        roles.update({self.result_r: "result", self.function.server.fd: "server"})
         if self.request is not None:
             os.set_blocking(self.request[0], False)
             roles[self.request[0]] = "request"
@@ -271,7 +311,7 @@ class _Exchange:
             if self.request is not None:  # not all written: the function went meanwhile
                 os.close(self.request[0])
             os.close(self.result_r)
-        return self.data, self.over, self.ended, self.held
+        return self.data + self.pending, self.over, self.ended, self.held
 
     def _loop(self, poll: select.poll, roles: dict[int, str]) -> None:
         while True:
@@ -286,6 +326,11 @@ class _Exchange:
                 role = roles[fd]
                 if role == "server":
                     self.function.server.fill()  # ends this process when the server went
+                    self._from_server()
+                elif role == "answer":
+                    assert self.relay is not None
+                    if self.relay.write():
+                        poll.unregister(fd)
                 elif role == "request":
                     self._write(poll, fd)
                 elif role == "exit":  # it died: nothing it started may hold the pipe
@@ -314,16 +359,50 @@ class _Exchange:
             self.request = None
 
     def _read(self) -> bool:
-        """Read what came; False at the end (every writer closed, or too much came)."""
+        """Read what came; False at the end (every writer closed, too much came, or the
+        function broke the knowledge protocol)."""
         chunk = os.read(self.result_r, 65536)
         if not chunk:
             return False
-        self.data += chunk
-        if len(self.data) > self.function.limit + 4096:
+        start, self.pending = max(0, len(self.pending) - 1), self.pending + chunk
+        while (cut := self.pending.find(b"\n", start)) >= 0:
+            line, self.pending, start = self.pending[:cut], self.pending[cut + 1 :], 0
+            relay = self.relay
+            if relay is not None and not self.data and line.startswith(_HOST.PREFIX):
+                relay.request(line, _answer)
+                if relay.broken:
+                    return False
+                self._answering()
+            else:
+                self.data += line + b"\n"
+        if len(self.data) + len(self.pending) > self.function.limit + 4096:
             self.over = True
             self._end_others()
             return False
         return True
+
+    def _answering(self) -> None:
+        """Write the relay's answer on the answer pipe as the function reads it."""
+        relay = self.relay
+        if relay is not None and relay.out and relay.answer_w not in self.roles:
+            self.roles[relay.answer_w] = "answer"
+        if relay is not None and relay.out:
+            self.poll.register(relay.answer_w, select.POLLOUT)
+
+    def _from_server(self) -> None:
+        """Knowledge answers the server sent: to the relay."""
+        server = self.function.server
+        while (cut := server.buffer.find(b"\n")) >= 0:
+            try:
+                reply = json.loads(server.buffer[:cut])
+            except (ValueError, RecursionError):
+                reply = None
+            if not isinstance(reply, dict) or reply.get("kind") != "host":
+                return  # not the server's answer to a request (none comes during a call)
+            server.buffer = server.buffer[cut + 1 :]
+            if self.relay is not None:
+                self.relay.answer(reply)
+                self._answering()
 
 
 def _checked(line: bytes, kinds: set[str], limit: int) -> dict[str, Any]:
@@ -503,7 +582,9 @@ def _function_process(setup: dict[str, Any], control: int, result_w: int, ready_
     _prctl(4, 1)  # its own /proc entries readable again by itself (and only its user)
     if not ALONE:
         _die_with_parent()
-    _limit(setup.get("limits") or {})
+    limits = setup.get("limits") or {}
+    _limit(limits)
+    knowledge = _sibling("dhub_knowledge")  # for the function: `from dhub_knowledge import call`
     problem = _start_browser(setup.get("browser"))
     os.close(ready_w)  # none of the source has run: what runs now is ours (Function.start)
     entry, problem = (None, problem) if problem else _load(setup["source"], setup.get("entry"))
@@ -513,16 +594,32 @@ def _function_process(setup: dict[str, Any], control: int, result_w: int, ready_
     channel = socket.socket(fileno=control)
     while True:
         try:
-            _, fds, _, _ = socket.recv_fds(channel, 16, 2, socket.MSG_CMSG_CLOEXEC)
+            _, fds, _, _ = socket.recv_fds(channel, 16, 3, socket.MSG_CMSG_CLOEXEC)
         except OSError:
             os._exit(0)
-        if len(fds) != 2:  # the supervisor went
+        if len(fds) != 3:  # the supervisor went
             os._exit(0)
-        request_r, result_w = fds
+        request_r, result_w, answer_r = fds
         with open(request_r, "rb") as request_file:
             request = json.loads(request_file.read())
         _cpu_budget(float(request.get("cpu") or 0))
-        _send(result_w, _call(entry, request.get("inputs") or {}))
+        knowledge.begin(result_w, answer_r, int(limits.get("host_request") or 64 << 10))
+        result = _call(entry, request.get("inputs") or {})
+        knowledge.end()
+        _send(result_w, result)
+        os.close(answer_r)
+
+
+def _sibling(name: str) -> Any:
+    """A module of the file ``name``.py beside this one (in the sandbox, /sandbox), loaded
+    without putting this directory on ``sys.path`` (unsafe mode: the server's package)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _close_all_but(keep: set[int]) -> None:

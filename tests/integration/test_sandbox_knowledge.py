@@ -1,0 +1,315 @@
+"""Knowledge from code (issue 19): sandboxed Python calls its agent's knowledge tools with
+``dhub_knowledge.call``, through the supervisor, for its own run only (docs/sandbox.md
+"Knowledge from code"). The real sandbox throughout; the host (what performs a call) records
+what reaches it, so each attack can show that nothing did."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from dhub.sandbox.errors import HostRefused
+from dhub.sandbox.runner import FunctionCall, SandboxRunner
+from dhub.sandbox.worker import FunctionResult, Limits
+from tests.conftest import sandbox_settings
+
+pytestmark = pytest.mark.asyncio
+
+
+class Host:
+    """Performs knowledge calls from ``answers`` by tool name (an exception is raised), after
+    ``delay`` seconds, recording each."""
+
+    def __init__(self, answers: dict[str, Any] | None = None, delay: float = 0) -> None:
+        self.answers = answers or {}
+        self.delay = delay
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def __call__(self, name: str, arguments: dict[str, Any]) -> Any:
+        self.calls.append((name, arguments))
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        answer = self.answers.get(name, HostRefused(f"No knowledge tool '{name}'."))
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+@pytest.fixture
+async def runner() -> AsyncIterator[SandboxRunner]:
+    limits = Limits(output_bytes=100_000, host_calls=5)
+    runner = SandboxRunner(sandbox_settings(limits=limits))
+    yield runner
+    await runner.close()
+
+
+async def run(
+    runner: SandboxRunner, source: str, host: Host | None, seconds: float = 10,
+    owner: str = "t", **inputs: Any,
+) -> FunctionResult:  # fmt: skip
+    return await runner.call(FunctionCall(source, inputs, seconds, owner=owner, host=host))
+
+
+SUM = """
+from dhub_knowledge import call
+
+def main(month: int) -> dict:
+    rows = call("query_table", {"filter": {"month": month}})
+    return {"total": sum(r["units"] for r in rows["rows"])}
+"""
+ROWS = {"rows": [{"units": 3}, {"units": 4}]}
+CATCH = """
+from dhub_knowledge import KnowledgeError, call
+
+def main(name: str, arguments: dict) -> dict:
+    try:
+        return {"value": call(name, arguments)}
+    except KnowledgeError as exc:
+        return {"refused": str(exc)}
+"""
+
+
+async def test_a_function_sums_the_rows_it_asked_for(runner: SandboxRunner) -> None:
+    host = Host({"query_table": ROWS})
+    result = await run(runner, SUM, host, month=5)
+    assert result.ok, result
+    assert result.value == {"total": 7}
+    assert host.calls == [("query_table", {"filter": {"month": 5}})]
+
+
+async def test_a_refusal_is_a_knowledge_error_caught_or_failing_the_call(
+    runner: SandboxRunner,
+) -> None:
+    host = Host({"query_table": HostRefused("No table 'table.x' that you can read.")})
+    caught = await run(runner, CATCH, host, name="query_table", arguments={})
+    assert caught.value == {"refused": "No table 'table.x' that you can read."}
+    failed = await run(runner, SUM, host, month=5)
+    assert failed.kind == "exception"
+    assert (failed.error_type, failed.message) == (
+        "KnowledgeError", "No table 'table.x' that you can read.")  # fmt: skip
+    assert 'File "<function>", line 5, in main' in failed.traceback
+
+
+async def test_a_call_without_a_host_is_refused(runner: SandboxRunner) -> None:
+    result = await run(runner, CATCH, None, name="query_table", arguments={})
+    assert result.value == {"refused": "this call of the function cannot call knowledge"}
+
+
+async def test_a_call_while_the_source_loads_is_refused(runner: SandboxRunner) -> None:
+    host = Host({"query_table": ROWS})
+    source = "from dhub_knowledge import call\nROWS = call('query_table', {})\n\ndef main():\n" \
+             "    return ROWS\n"  # fmt: skip
+    result = await run(runner, source, host)
+    assert result.kind == "exception" and result.error_type == "KnowledgeError"
+    assert "not while its source loads" in result.message
+    assert host.calls == []
+
+
+# -- bounds -------------------------------------------------------------------------------------
+
+
+async def test_an_oversized_request_is_refused_before_it_leaves(runner: SandboxRunner) -> None:
+    host = Host({"query_table": ROWS})
+    result = await run(runner, CATCH, host, name="query_table", arguments={"x": "y" * 70_000})
+    assert "over the limit of 65536" in result.value["refused"]
+    assert host.calls == []
+
+
+async def test_one_written_past_the_helper_is_refused_by_the_supervisor(
+    runner: SandboxRunner,
+) -> None:
+    forged = """
+import json, os
+import dhub_knowledge
+
+def main() -> dict:
+    result_w, answer_r = dhub_knowledge._channel
+    line = json.dumps({"kind": "host", "name": "query_table", "arguments": {"x": "y" * 70000}})
+    os.write(result_w, line.encode() + b"\\n")
+    return json.loads(os.read(answer_r, 100000))
+"""
+    host = Host({"query_table": ROWS})
+    result = await run(runner, forged, host)
+    assert result.ok, result
+    assert result.value["ok"] is False
+    assert "the knowledge request is 70" in result.value["message"]
+    assert "over the limit of 65536" in result.value["message"]
+    assert host.calls == []
+
+
+async def test_a_big_answer_is_an_error_not_a_cut_one(runner: SandboxRunner) -> None:
+    host = Host({"query_table": {"rows": ["x" * 1000] * 200}})
+    result = await run(runner, CATCH, host, name="query_table", arguments={})
+    refused = result.value["refused"]
+    assert refused.startswith("the answer of 'query_table' is 2")
+    assert "over the limit of 100000: ask for less at once" in refused
+
+
+async def test_at_most_so_many_calls_in_one_call(runner: SandboxRunner) -> None:
+    many = """
+from dhub_knowledge import KnowledgeError, call
+
+def main() -> dict:
+    answers = []
+    for i in range(8):
+        try:
+            answers.append(call("query_table", {"page": i})["rows"][0]["units"])
+        except KnowledgeError as exc:
+            answers.append(str(exc))
+    return {"answers": answers}
+"""
+    host = Host({"query_table": ROWS})
+    result = await run(runner, many, host)
+    answers = result.value["answers"]
+    assert answers[:5] == [3] * 5
+    assert all(a.startswith("more than 5 knowledge calls in one call") for a in answers[5:])
+    assert len(host.calls) == 5
+    again = await run(runner, many, host)  # the count is per call, on the same warm worker
+    assert again.value["answers"][:5] == [3] * 5 and len(host.calls) == 10
+
+
+async def test_calls_count_against_the_calls_own_timeout(runner: SandboxRunner) -> None:
+    host = Host({"query_table": ROWS}, delay=5)
+    started = asyncio.get_running_loop().time()
+    result = await run(runner, SUM, host, seconds=1, month=5)
+    assert result.kind == "timeout"
+    assert asyncio.get_running_loop().time() - started < 4
+
+
+# -- attacks ------------------------------------------------------------------------------------
+
+
+async def test_host_lines_printed_or_written_elsewhere_reach_nothing(
+    runner: SandboxRunner,
+) -> None:
+    forger = """
+import json, os, sys
+import dhub_knowledge
+
+def main() -> dict:
+    mine = set(dhub_knowledge._channel)
+    request = {"seq": 1, "kind": "host", "id": 1, "name": "query_table", "arguments": {}}
+    answer = {"seq": 1, "kind": "host", "id": 1, "ok": True, "value": "forged"}
+    lines = [json.dumps(request), json.dumps(answer), json.dumps({"kind": "host",
+             "name": "query_table", "arguments": {}})]
+    for line in lines:
+        print(line)
+        print(line, file=sys.stderr)
+    written = []
+    for fd in range(1024):
+        if fd in mine:
+            continue
+        for line in lines:
+            try:
+                os.write(fd, line.encode() + b"\\n")
+                written.append(fd)
+            except OSError:
+                pass
+    try:
+        os.write(dhub_knowledge._channel[1], b'{"ok": true, "value": "forged"}\\n')
+        into_answers = True
+    except OSError:
+        into_answers = False
+    return {"written": sorted(set(written)), "into_answers": into_answers}
+"""
+    host = Host({"query_table": ROWS})
+    result = await run(runner, forger, host)
+    assert result.ok, result
+    assert result.value == {"written": [1, 2], "into_answers": False}  # stdout and stderr
+    assert host.calls == []
+    assert '"kind": "host"' in result.stderr  # what it printed is kept as text, nothing else
+    after = await run(runner, SUM, host, month=1)  # and the next call gets its own answer
+    assert after.value == {"total": 7} and len(host.calls) == 1
+
+
+async def test_requests_sent_before_reading_an_answer_fail_the_call(
+    runner: SandboxRunner,
+) -> None:
+    flood = """
+import json, os
+import dhub_knowledge
+
+CALLS = []
+
+def main(flood: bool) -> dict:
+    CALLS.append(1)
+    if not flood:
+        return {"calls": len(CALLS)}
+    result_w, _ = dhub_knowledge._channel
+    line = json.dumps({"kind": "host", "name": "query_table", "arguments": {}}) + "\\n"
+    os.write(result_w, (line * 50).encode())
+    return {"sent": 50}
+"""
+    host = Host({"query_table": ROWS}, delay=0.2)
+    assert (await run(runner, flood, host, flood=False)).value == {"calls": 1}
+    result = await run(runner, flood, host, flood=True)
+    assert result.kind == "invalid_output"
+    assert "before reading the answer to its last one" in result.message
+    assert host.calls == [("query_table", {})]  # the first one only
+    # That worker was ended, not given back: the next call is a fresh interpreter's first.
+    assert (await run(runner, flood, host, flood=False)).value == {"calls": 1}
+
+
+async def test_answers_never_cross_between_calls_or_users(runner: SandboxRunner) -> None:
+    asking = """
+from dhub_knowledge import call
+
+def main(times: int) -> dict:
+    return {"answers": sorted({call("whoami", {"n": n}) for n in range(times)})}
+"""
+    hosts = {who: Host({"whoami": who}, delay=0.01) for who in ("ana", "ben", "cleo")}
+    calls = [run(runner, asking, hosts[who], owner=owner, times=4)
+             for who, owner in (("ana", "u1"), ("ben", "u1"), ("cleo", "u2"))]  # fmt: skip
+    results = await asyncio.gather(*calls)
+    assert [r.value for r in results] == [{"answers": [w]} for w in ("ana", "ben", "cleo")]
+    assert all(len(h.calls) == 4 for h in hosts.values())
+    # One after another on the same warm worker: each call its own host.
+    for who in ("ben", "ana"):
+        assert (await run(runner, asking, hosts[who], owner="u1", times=2)).value == {
+            "answers": [who]}  # fmt: skip
+
+
+async def test_a_call_in_flight_when_the_function_returns_is_dropped(
+    runner: SandboxRunner,
+) -> None:
+    """A thread started while loading (it outlives calls) asks, and the call returns
+    before the answer: the answer never reaches the next call, which gets its own."""
+    late = """
+import threading
+from dhub_knowledge import KnowledgeError, call
+
+go = threading.Event()
+seen = []
+
+def ask():
+    while True:
+        go.wait()
+        go.clear()
+        try:
+            seen.append(call("slow", {}))
+        except KnowledgeError as exc:
+            seen.append(str(exc))
+
+threading.Thread(target=ask, daemon=True).start()
+
+def main(start: bool) -> dict:
+    if start:
+        go.set()
+        import time
+        time.sleep(0.1)  # the thread's request is with the server now
+        return {"seen": list(seen)}
+    return {"seen": list(seen), "own": call("fast", {})}
+"""
+    host = Host({"slow": "slow answer", "fast": "fast answer"}, delay=0.3)
+    first = await run(runner, late, host, start=True)
+    assert first.value == {"seen": []}
+    second = await run(runner, late, host, start=False)
+    assert second.ok, second
+    assert second.value["own"] == "fast answer"
+    # The same worker (the thread's list survived): the thread was told its call had ended,
+    # and the answer that came later went nowhere.
+    assert second.value["seen"] == ["the call has ended: no knowledge can be called now"]
+    assert host.calls == [("slow", {}), ("fast", {})]
