@@ -6,17 +6,28 @@ what reaches it, so each attack can show that nothing did."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
+from dhub.domain.functions import AgentToolConfig
+from dhub.domain.knowledge import KnowledgeTool
+from dhub.domain.resources import ResolvedAgent
+from dhub.engine.compile import compile_agent
+from dhub.engine.state import CallFunction
+from dhub.providers.testing import Reply
+from dhub.runtime import journal
+from dhub.runtime.executor import RunResult, run_workflow
+from dhub.runtime.ports import NoKnowledge, RealClock, SandboxFunctions
 from dhub.sandbox.errors import HostRefused
 from dhub.sandbox.runner import FunctionCall, SandboxRunner
 from dhub.sandbox.worker import FunctionResult, Limits
 from tests.conftest import sandbox_settings
-
-pytestmark = pytest.mark.asyncio
+from tests.integration.test_executor import Person
+from tests.integration.test_knowledge_calls import Shelf
+from tests.integration.test_react import Model, agent, call, events
 
 
 class Host:
@@ -313,3 +324,164 @@ def main(start: bool) -> dict:
     # and the answer that came later went nowhere.
     assert second.value["seen"] == ["the call has ended: no knowledge can be called now"]
     assert host.calls == [("slow", {}), ("fast", {})]
+
+
+# -- through the executor: code nodes and function tools, with the run's knowledge port --------
+
+QUERY = KnowledgeTool(
+    "query_table", "Query the sales table.", {"type": "object"}, "table.query",
+    {"table_ids": ["table.sales"]},
+)  # fmt: skip
+CHANGE = KnowledgeTool(
+    "update_object", "Change a customer.", {"type": "object"}, "ontology.update_object",
+    {"ontology_ids": ["ontology.crm"]}, confirm=True,
+)  # fmt: skip
+PLANTED = """
+from dhub_knowledge import call
+
+def main(month: int) -> dict:
+    rows = call("query_table", {"where": f"month = {month}", "table_ids": ["table.theirs"],
+                                "run_id": "run.someone-elses"})
+    return {"total": sum(r["units"] for r in rows["rows"])}
+"""
+
+
+def _code_workflow(source: str, kind: str = "number") -> dict[str, Any]:
+    return {
+        "name": "sales", "description": "", "mode": "workflow", "input_mode": "event",
+        "nodes": [
+            {"id": "start", "type": "start",
+             "config": {"variables": [{"name": "month", "type": "number"}]}},
+            {"id": "sum", "type": "code",
+             "config": {"source": source, "input_mappings": {"month": "{{ month }}"}}},
+            {"id": "end", "type": "end",
+             "config": {"outputs": [{"name": "total", "type": kind,
+                                     "value": "{{ total }}"}]}},
+        ],
+        "edges": [{"source": "start", "target": "sum"}, {"source": "sum", "target": "end"}],
+    }  # fmt: skip
+
+
+async def _workflow_run(
+    source: str, knowledge: list[KnowledgeTool], port: Any, server: bool = True,
+    kind: str = "number",
+) -> RunResult:  # fmt: skip
+    resolved = ResolvedAgent("", knowledge=knowledge)
+    functions = SandboxFunctions(SandboxRunner(sandbox_settings()), "t", server=server)
+    try:
+        async with asyncio.timeout(30):
+            return await run_workflow(
+                compile_agent(_code_workflow(source, kind), None, resolved), {"month": 5},
+                functions=functions, model=Model().port, clock=RealClock(), human=Person(),
+                knowledge=port,
+            )  # fmt: skip
+    finally:
+        await functions.close()
+
+
+async def test_a_code_node_sums_rows_it_queried_with_the_bound_ids_over_its_own() -> None:
+    shelf = Shelf({"table.query": ROWS})
+    result = await _workflow_run(PLANTED, [QUERY, CHANGE], shelf)
+    assert result.status == "succeeded", result.error
+    assert result.outputs == {"total": 7}
+    [sent] = shelf.calls
+    assert sent.operation == "table.query" and sent.node_id == "sum"
+    # The agent's ids win over the ones the code planted; the run's id is the port's own
+    # (services/knowledge.py puts the real one over whatever is there).
+    assert sent.arguments == {"where": "month = 5", "table_ids": ["table.sales"],
+                              "run_id": "run.someone-elses"}  # fmt: skip
+
+
+async def test_unknown_and_changing_tools_are_refused_from_code() -> None:
+    probe = """
+from dhub_knowledge import KnowledgeError, call
+
+def main(month: int) -> dict:
+    said = []
+    for name in ("drop_table", "update_object"):
+        try:
+            call(name, {"key": "c-1"})
+        except KnowledgeError as exc:
+            said.append(str(exc))
+    return {"total": said}
+"""
+    shelf = Shelf({"table.query": ROWS, "ontology.update_object": {"updated": "c-1"}})
+    result = await _workflow_run(probe, [QUERY, CHANGE], shelf, kind="array")
+    assert result.status == "succeeded", result.error
+    unknown, changing = result.outputs["total"]
+    assert unknown == ("No knowledge tool 'drop_table': the agent's tables, templates and "
+                       "ontologies give its code these: query_table, update_object.")  # fmt: skip
+    assert changing.startswith("'update_object' changes data, so a person confirms each call")
+    assert shelf.calls == []
+
+
+async def test_a_refusal_of_the_port_fails_the_node_with_its_message() -> None:
+    shelf = Shelf({"table.query": ValueError("No table 'table.sales' that you can read.")})
+    result = await _workflow_run(PLANTED, [QUERY], shelf)
+    assert result.status == "failed"
+    assert result.error is not None and result.error["node_id"] == "sum"
+    assert result.error["message"] == "KnowledgeError: No table 'table.sales' that you can read."
+
+
+async def test_without_knowledge_code_is_told_what_is_missing() -> None:
+    none = await _workflow_run(PLANTED, [], Shelf({}))
+    assert none.error is not None
+    assert none.error["message"] == (
+        "KnowledgeError: No knowledge tool 'query_table': the agent lists no tables, "
+        "templates or ontologies whose tools its code could call.")  # fmt: skip
+    for knowledge in ([], [QUERY]):  # `dhub run FILE`: no server, so no knowledge
+        outside = await _workflow_run(PLANTED, knowledge, NoKnowledge(), server=False)
+        assert outside.error is not None
+        assert "needs the dhub server: tables, templates and ontologies live in its database" \
+            in outside.error["message"]  # fmt: skip
+
+
+async def test_a_react_agents_function_tool_calls_the_agents_knowledge() -> None:
+    tool = {"name": "may_total", "description": "Units sold in May.",
+            "function": {"source": PLANTED.replace("def main(month: int)",
+                                                   "def may_total(month: int)")}}  # fmt: skip
+    model = Model(Reply(tool_calls=[call("may_total", {"month": 5}, "c1")]), "7 units.")
+    shelf = Shelf({"table.query": ROWS})
+    resolved = ResolvedAgent("Help.", [AgentToolConfig.model_validate(tool)], knowledge=[QUERY])
+    functions = SandboxFunctions(SandboxRunner(sandbox_settings()), "t")
+    try:
+        async with asyncio.timeout(30):
+            result = await run_workflow(
+                compile_agent(agent([tool]), None, resolved), {}, functions=functions,
+                model=model.port, clock=RealClock(), human=Person(), knowledge=shelf,
+                context={"message": "How much in May?"},
+            )  # fmt: skip
+    finally:
+        await functions.close()
+    assert result.status == "succeeded", result.error
+    assert events(result, "tool.succeeded")[0]["result"] == {"total": 7}
+    assert [c.arguments["table_ids"] for c in shelf.calls] == [["table.sales"]]
+
+
+def test_a_function_call_carrying_knowledge_is_journaled_and_read_back() -> None:
+    graph = compile_agent(_code_workflow(PLANTED), None, ResolvedAgent("", knowledge=[QUERY]))
+    command = CallFunction("c1", "sum", PLANTED, {"month": 5}, 30,
+                           knowledge=graph.code_knowledge)  # fmt: skip
+    assert command.knowledge == ({"name": "query_table", "operation": "table.query",
+                                  "bound": {"table_ids": ["table.sales"]},
+                                  "confirm": False},)  # fmt: skip
+    stored = json.loads(json.dumps(journal.command_payload(command)))
+    assert journal.command_from("call_function", stored) == command
+    old = {k: v for k, v in stored.items() if k != "knowledge"}  # journaled before this
+    assert journal.command_from("call_function", old).knowledge == ()
+
+
+async def test_without_isolation_too() -> None:
+    """DHUB_SANDBOX=unsafe: the child program's files load from the server's package, and
+    nothing of it lands on the function's sys.path."""
+    runner = SandboxRunner(sandbox_settings(isolation="unsafe"))
+    try:
+        source = SUM + "\nimport sys\n\ndef paths() -> list:\n    return sys.path\n"
+        host = Host({"query_table": ROWS})
+        result = await runner.call(FunctionCall(source, {"month": 5}, 10, entry="main",
+                                                owner="t", host=host))  # fmt: skip
+        assert result.value == {"total": 7}, result
+        paths = await runner.call(FunctionCall(source, {}, 10, entry="paths", owner="t"))
+        assert not any(p.endswith("dhub/sandbox") for p in paths.value), paths
+    finally:
+        await runner.close()

@@ -126,7 +126,8 @@ def compile_agent(
         spec, system=resolved.system_prompt, tools=resolved.tools, actors=resolved.actors,
         budget=tokens, roles=resolved.roles, knowledge=resolved.knowledge,
     )  # fmt: skip
-    return compile_spec(spec, config)
+    # The graph has them too: its function tools' code may call them (CallFunction.knowledge).
+    return compile_spec(spec, config, resolved.knowledge)
 
 
 def compile_spec(
@@ -134,11 +135,12 @@ def compile_spec(
 ) -> CompiledGraph:
     """Compile a validated spec. A react agent needs its ``react`` config (references
     resolved, see ``react_config``): it becomes ``start → agent → end``. ``knowledge``: the
-    tools a workflow's nodes may name (a react agent's are in its config)."""
+    tools a workflow's nodes may name (a react agent's model has them in its config), and
+    the code of its functions may call."""
     if spec.mode != "workflow":
         if react is None:
             raise ValueError("a react agent compiles with its resolved config (react_config)")
-        return _graph(spec, *react_nodes(spec, react))
+        return _graph(spec, *react_nodes(spec, react), knowledge)
     return _graph(spec, list(spec.nodes), list(spec.edges), knowledge)
 
 

@@ -33,9 +33,9 @@ __all__ = ["SCRATCH", "Bubblewrap", "Isolation", "Launched", "SandboxUnavailable
 
 CHILD = Path(__file__).with_name("child.py")
 CHILD_INSIDE = "/sandbox/child.py"
-# Loaded by the child program from beside it: the supervisor's knowledge relay, and the
-# function's knowledge helper (docs/sandbox.md "Knowledge from code").
-SIBLINGS = ("child_host.py", "dhub_knowledge.py")
+# Loaded by the child program from beside it: the function's process, the supervisor's
+# knowledge relay, and the function's knowledge helper (docs/sandbox.md "Knowledge from code").
+SIBLINGS = ("child_function.py", "child_host.py", "dhub_knowledge.py")
 ENV_INSIDE = "/sandbox/env"
 # What a Python program may need of /etc: the loader cache, time zone, TLS roots, name lookup.
 ETC = (
