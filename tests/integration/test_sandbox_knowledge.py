@@ -485,3 +485,35 @@ async def test_without_isolation_too() -> None:
         assert not any(p.endswith("dhub/sandbox") for p in paths.value), paths
     finally:
         await runner.close()
+
+
+async def test_a_big_answer_crossing_a_big_result_does_not_block(runner: SandboxRunner) -> None:
+    """A thread's call is answered (90 kB, more than a pipe holds) while the function's own
+    90 kB result is on its way back: neither side waits for the other."""
+    crossing = """
+import threading, time
+from dhub_knowledge import KnowledgeError, call
+
+go = threading.Event()
+
+def ask():
+    while True:
+        go.wait()
+        go.clear()
+        try:
+            call("big", {})
+        except KnowledgeError:
+            pass
+
+threading.Thread(target=ask, daemon=True).start()
+
+def main() -> str:
+    go.set()
+    time.sleep(0.05)
+    return "y" * 90_000
+"""
+    host = Host({"big": "x" * 90_000}, delay=0.2)
+    result = await run(runner, crossing, host, seconds=5)
+    assert result.ok, result
+    assert len(result.value) == 90_000 and len(host.calls) == 1
+    assert (await run(runner, crossing, host, seconds=5)).ok  # the next call, too
