@@ -364,7 +364,7 @@ def _code_workflow(source: str, kind: str = "number") -> dict[str, Any]:
 
 async def _workflow_run(
     source: str, knowledge: list[KnowledgeTool], port: Any, server: bool = True,
-    kind: str = "number",
+    kind: str = "number", live: list[dict[str, Any]] | None = None,
 ) -> RunResult:  # fmt: skip
     resolved = ResolvedAgent("", knowledge=knowledge)
     functions = SandboxFunctions(SandboxRunner(sandbox_settings()), "t", server=server)
@@ -373,7 +373,7 @@ async def _workflow_run(
             return await run_workflow(
                 compile_agent(_code_workflow(source, kind), None, resolved), {"month": 5},
                 functions=functions, model=Model().port, clock=RealClock(), human=Person(),
-                knowledge=port,
+                knowledge=port, live=None if live is None else live.append,
             )  # fmt: skip
     finally:
         await functions.close()
@@ -381,9 +381,13 @@ async def _workflow_run(
 
 async def test_a_code_node_sums_rows_it_queried_with_the_bound_ids_over_its_own() -> None:
     shelf = Shelf({"table.query": ROWS})
-    result = await _workflow_run(PLANTED, [QUERY, CHANGE], shelf)
+    shown: list[dict[str, Any]] = []
+    result = await _workflow_run(PLANTED, [QUERY, CHANGE], shelf, live=shown)
     assert result.status == "succeeded", result.error
     assert result.outputs == {"total": 7}
+    assert shown == [{"type": "knowledge.called", "node_id": "sum", "name": "query_table",
+                      "arguments": {"where": "month = 5", "table_ids": ["table.theirs"],
+                                    "run_id": "run.someone-elses"}, "ok": True}]  # fmt: skip
     [sent] = shelf.calls
     assert sent.operation == "table.query" and sent.node_id == "sum"
     # The agent's ids win over the ones the code planted; the run's id is the port's own
@@ -406,9 +410,12 @@ def main(month: int) -> dict:
     return {"total": said}
 """
     shelf = Shelf({"table.query": ROWS, "ontology.update_object": {"updated": "c-1"}})
-    result = await _workflow_run(probe, [QUERY, CHANGE], shelf, kind="array")
+    shown: list[dict[str, Any]] = []
+    result = await _workflow_run(probe, [QUERY, CHANGE], shelf, kind="array", live=shown)
     assert result.status == "succeeded", result.error
     unknown, changing = result.outputs["total"]
+    assert [(e["name"], e["ok"], e["error"]) for e in shown] == [
+        ("drop_table", False, unknown), ("update_object", False, changing)]  # fmt: skip
     assert unknown == ("No knowledge tool 'drop_table': the agent's tables, templates and "
                        "ontologies give its code these: query_table, update_object.")  # fmt: skip
     assert changing.startswith("'update_object' changes data, so a person confirms each call")

@@ -267,7 +267,7 @@ class _Execution:
         ports = self._ports
         if isinstance(command, CallFunction):
             if command.knowledge:  # its code may call the agent's knowledge, for this run
-                host = CodeKnowledge(ports.knowledge, command)
+                host = CodeKnowledge(ports.knowledge, command, self._live)
                 done = await ports.functions.call(command, host=host)
             else:
                 done = await ports.functions.call(command)

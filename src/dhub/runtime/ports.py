@@ -74,15 +74,39 @@ class CodeKnowledge:
     call carries (``CallFunction.knowledge``, the agent's), each performed through the run's
     knowledge port with its bound arguments over the function's, exactly as for the model.
     Tools that change data wait for a person's yes when the model calls them; code has no
-    person in the loop, so they are refused."""
+    person in the loop, so they are refused. Each call, done or refused, is shown to ``live``
+    as a ``knowledge.called`` event (the run's log keeps them)."""
 
-    def __init__(self, port: KnowledgePort, request: CallFunction) -> None:
+    def __init__(
+        self, port: KnowledgePort, request: CallFunction, live: Live | None = None
+    ) -> None:
         self.port = port
         self.request = request
+        self.live = live
         self.tools = {item["name"]: from_code(item) for item in request.knowledge}
         self.count = 0
 
     async def __call__(self, name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            value = await self._perform(name, arguments)
+        except HostRefused as exc:
+            self._show(name, arguments, str(exc))
+            raise
+        self._show(name, arguments, None)
+        return value
+
+    def _show(self, name: str, arguments: dict[str, Any], error: str | None) -> None:
+        if self.live is None:
+            return
+        event: dict[str, Any] = {"type": "knowledge.called", "node_id": self.request.node_id}
+        if self.request.frame:
+            event["frame"] = self.request.frame
+        event.update(name=name, arguments=arguments, ok=error is None)
+        if error is not None:
+            event["error"] = error
+        self.live(event)
+
+    async def _perform(self, name: str, arguments: dict[str, Any]) -> Any:
         tool = self.tools.get(name)
         if tool is None:
             known = ", ".join(sorted(self.tools)) or "none"
