@@ -265,3 +265,23 @@ def test_actor_calls_are_confirmed_at_the_terminal(
     assert result.exit_code == status
     assert 'run actor issue_refund with {"amount": 50}?' in result.stderr
     assert says in (result.stdout if status == 0 else result.stderr)
+
+
+def test_code_calling_knowledge_is_told_it_needs_the_server(tmp_path: Path) -> None:
+    source = ("from dhub_knowledge import call\n\n"
+              "def main():\n    return {'rows': call('query_table', {})}\n")  # fmt: skip
+    doc = workflow(
+        [
+            {"id": "start", "type": "start", "config": {}},
+            {"id": "ask", "type": "code", "config": {"source": source}},
+            {"id": "end", "type": "end", "config": {"outputs": []}},
+        ],
+        [("start", "ask"), ("ask", "end")],
+    )
+    result = dhub(write(tmp_path / "flow.json", doc), "--json")
+    assert result.exit_code == 1
+    error = json.loads(result.stdout)["error"]
+    assert error["message"] == (
+        "KnowledgeError: Knowledge ('query_table') needs the dhub server: tables, templates "
+        "and ontologies live in its database (run the agent there, e.g. `dhub agents run`)."
+    )

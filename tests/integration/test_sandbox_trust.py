@@ -279,10 +279,12 @@ async def test_a_function_cannot_forge_its_result(runner: SandboxRunner, how: st
 
 async def test_the_functions_descriptors(runner: SandboxRunner) -> None:
     """Besides stdin (/dev/null, read-only), stdout and stderr (the captured, bounded stderr),
-    a call's process holds its receive-only call socket and the call's own result pipe; the
-    supervisor's descriptors (the server's pipes) are out of its reach."""
+    a call's process holds its receive-only call socket, the call's own result pipe and the
+    read end of its knowledge answers; the supervisor's descriptors (the server's pipes) are
+    out of its reach."""
     look = OUTCOME + (
-        "import os, socket\n\n"
+        "import os, socket\n"
+        "import dhub_knowledge\n\n"
         "def main():\n"
         "    kinds = {}\n"
         "    for fd in os.listdir('/proc/self/fd'):\n"
@@ -294,6 +296,7 @@ async def test_the_functions_descriptors(runner: SandboxRunner) -> None:
         "            for fd in sockets]\n"
         "    return {'kinds': kinds, 'send': send,\n"
         "            'stdin': outcome(lambda: os.write(0, b'x')),\n"
+        "            'answers': outcome(lambda: os.write(dhub_knowledge._channel[1], b'x')),\n"
         "            'init_fds': outcome(lambda: os.listdir('/proc/1/fd')),\n"
         "            'init_out': outcome(lambda: open('/proc/1/fd/1', 'w')),\n"
         "            'init_mem': outcome(lambda: open('/proc/1/mem', 'rb'))}\n"
@@ -301,9 +304,10 @@ async def test_the_functions_descriptors(runner: SandboxRunner) -> None:
     result = await run(runner, look)
     assert result.ok, result
     seen = result.value
-    # stdin, stdout, stderr, the call socket, the call's result pipe; nothing else.
-    assert sorted(seen["kinds"].values()) == ["/dev/null", "pipe", "pipe", "pipe", "socket"]
-    assert seen["send"] == ["EPIPE"] and seen["stdin"] == "EBADF"
+    # stdin, stdout, stderr, the call socket, the call's result and answer pipes; nothing else.
+    assert sorted(seen["kinds"].values()) == ["/dev/null", "pipe", "pipe", "pipe", "pipe",
+                                              "socket"]  # fmt: skip
+    assert seen["send"] == ["EPIPE"] and seen["stdin"] == "EBADF" and seen["answers"] == "EBADF"
     assert (seen["init_fds"], seen["init_out"], seen["init_mem"]) == ("EACCES",) * 3
 
 

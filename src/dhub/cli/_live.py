@@ -118,6 +118,8 @@ def _detail(event: dict[str, Any]) -> str:
         return f"branch {event.get('branch')} cancelled"
     if kind == "run.cancelled":
         return str(event.get("reason") or "cancelled")
+    if kind == "knowledge.called":
+        return f"{event.get('name')}: {event.get('error') or 'answered'}"
     return ""
 
 

@@ -90,7 +90,9 @@ def run_file(
         _stop([f"Error: {exc}"], 2)
 
     async def run() -> RunResult:
-        functions = SandboxFunctions(SandboxRunner(sandbox), owner=str(file.resolve()))
+        functions = SandboxFunctions(
+            SandboxRunner(sandbox), owner=str(file.resolve()), server=False
+        )
         try:
             return await run_workflow(
                 graph,

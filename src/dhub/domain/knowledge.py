@@ -9,6 +9,7 @@ the engine only needs their shape, so it is pure and lives here.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,3 +35,19 @@ class KnowledgeTool:
     def arguments(self, given: dict[str, Any]) -> dict[str, Any]:
         """The operation's arguments: the model's (or a node's), the bound ones over them."""
         return {**given, **self.bound}
+
+
+def for_code(tools: Iterable[KnowledgeTool]) -> tuple[dict[str, Any], ...]:
+    """The knowledge tools as a function's call carries them (``CallFunction.knowledge``,
+    plain JSON for the journal): what performs each, or refuses it, when the function's code
+    calls it (docs/sandbox.md "Knowledge from code")."""
+    return tuple({"name": t.name, "operation": t.operation, "bound": dict(t.bound),
+                  "confirm": t.confirm} for t in tools)  # fmt: skip
+
+
+def from_code(item: dict[str, Any]) -> KnowledgeTool:
+    """A tool ``for_code`` gave, again (without what only the model is told)."""
+    return KnowledgeTool(
+        str(item["name"]), "", {}, str(item["operation"]), dict(item.get("bound") or {}),
+        bool(item.get("confirm")),
+    )  # fmt: skip

@@ -13,13 +13,14 @@ skipped, and a node joining the normal and the fallback paths runs exactly once 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
 from dhub.domain.agent import AgentSpec
-from dhub.domain.knowledge import KnowledgeTool
+from dhub.domain.knowledge import KnowledgeTool, for_code
 from dhub.domain.nodes import (
     Edge,
     ErrorHandlerWorkflowNode,
@@ -78,6 +79,12 @@ class CompiledGraph:
         default_factory=lambda: MappingProxyType({})
     )
 
+    @functools.cached_property
+    def code_knowledge(self) -> tuple[dict[str, Any], ...]:
+        """The knowledge tools as the calls of its functions carry them (their code may call
+        them: domain/knowledge.py ``for_code``)."""
+        return for_code(self.knowledge.values())
+
     def body_scope(self, loop_id: str) -> Scope:
         return self.scopes[loop_id]
 
@@ -119,7 +126,8 @@ def compile_agent(
         spec, system=resolved.system_prompt, tools=resolved.tools, actors=resolved.actors,
         budget=tokens, roles=resolved.roles, knowledge=resolved.knowledge,
     )  # fmt: skip
-    return compile_spec(spec, config)
+    # The graph has them too: its function tools' code may call them (CallFunction.knowledge).
+    return compile_spec(spec, config, resolved.knowledge)
 
 
 def compile_spec(
@@ -127,11 +135,12 @@ def compile_spec(
 ) -> CompiledGraph:
     """Compile a validated spec. A react agent needs its ``react`` config (references
     resolved, see ``react_config``): it becomes ``start → agent → end``. ``knowledge``: the
-    tools a workflow's nodes may name (a react agent's are in its config)."""
+    tools a workflow's nodes may name (a react agent's model has them in its config), and
+    the code of its functions may call."""
     if spec.mode != "workflow":
         if react is None:
             raise ValueError("a react agent compiles with its resolved config (react_config)")
-        return _graph(spec, *react_nodes(spec, react))
+        return _graph(spec, *react_nodes(spec, react), knowledge)
     return _graph(spec, list(spec.nodes), list(spec.edges), knowledge)
 
 

@@ -92,6 +92,7 @@ def _run(loop: Loop, call: dict[str, Any], tool: ReactTool, arguments: dict[str,
             call["command"], loop.node.id, tool.source, dict(arguments), tool.timeout,
             tool.entry, tool.dependencies, loop.frame, tool.network, tool.parameters,
             tool.outputs, tool.decorators, browser=tool.browser,
+            knowledge=loop.walk.graph.code_knowledge,
         )
     )  # fmt: skip
 

@@ -74,6 +74,8 @@ class CallFunction:
     outputs: dict[str, Any] | None = None  # name -> JSON schema the result must hold
     decorators: tuple[dict[str, Any], ...] = ()  # {decorator, name, arguments}
     browser: bool = False  # a tool with require_browser: headless Chromium in its sandbox
+    # The agent's knowledge tools its code may call (domain/knowledge.py ``for_code``).
+    knowledge: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -207,6 +207,7 @@ class Walk:
                 request.outputs,
                 request.decorators,
                 browser=request.browser,
+                knowledge=self.graph.code_knowledge,
             )
         )
 

@@ -50,6 +50,7 @@ from dhub.engine.state import (
 from dhub.engine.stepper import Stepper
 from dhub.runtime.ports import (
     Clock,
+    CodeKnowledge,
     FunctionPort,
     HumanPort,
     KnowledgePort,
@@ -265,7 +266,11 @@ class _Execution:
     async def _dispatch(self, command: Task, problem: str | None) -> Event:
         ports = self._ports
         if isinstance(command, CallFunction):
-            done = await ports.functions.call(command)
+            if command.knowledge:  # its code may call the agent's knowledge, for this run
+                host = CodeKnowledge(ports.knowledge, command, self._live)
+                done = await ports.functions.call(command, host=host)
+            else:
+                done = await ports.functions.call(command)
             return dataclasses.replace(done, command_id=command.command_id)
         if isinstance(command, CallKnowledge):
             done = await ports.knowledge.call(command)

@@ -33,7 +33,7 @@ KINDS: dict[str, type[Any]] = {
 }
 _KIND_OF = {cls: kind for kind, cls in KINDS.items()}
 # Fields stored as JSON lists that the command dataclasses hold as tuples.
-_TUPLES = ("dependencies", "decorators")
+_TUPLES = ("dependencies", "decorators", "knowledge")
 
 
 def kind_of(command: Command) -> str | None:

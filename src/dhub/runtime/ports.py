@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from dhub.domain.knowledge import from_code
 from dhub.engine.state import (
     AwaitConfirmation,
     AwaitInput,
@@ -26,8 +27,9 @@ from dhub.engine.state import (
     CallModel,
     Done,
 )
+from dhub.sandbox.errors import HostRefused
 from dhub.sandbox.runner import FunctionCall, SandboxRunner
-from dhub.sandbox.worker import FunctionResult
+from dhub.sandbox.worker import FunctionResult, Host
 
 
 class PortError(Exception):
@@ -57,20 +59,90 @@ class NoKnowledge:
     saying so."""
 
     async def call(self, request: CallKnowledge) -> Done:
-        raise PortError(
-            "unavailable",
-            f"'{request.operation}' needs the dhub server: tables, templates and ontologies "
-            "live in its database (run the agent there, e.g. `dhub agents run`).",
-        )
+        raise PortError("unavailable", _outside(f"'{request.operation}'"))
+
+
+def _outside(what: str) -> str:
+    return (
+        f"{what} needs the dhub server: tables, templates and ontologies live in its "
+        "database (run the agent there, e.g. `dhub agents run`)."
+    )
+
+
+class CodeKnowledge:
+    """A function's knowledge calls (docs/sandbox.md "Knowledge from code"): the tools its
+    call carries (``CallFunction.knowledge``, the agent's), each performed through the run's
+    knowledge port with its bound arguments over the function's, exactly as for the model.
+    Tools that change data wait for a person's yes when the model calls them; code has no
+    person in the loop, so they are refused. Each call, done or refused, is shown to ``live``
+    as a ``knowledge.called`` event (the run's log keeps them)."""
+
+    def __init__(
+        self, port: KnowledgePort, request: CallFunction, live: Live | None = None
+    ) -> None:
+        self.port = port
+        self.request = request
+        self.live = live
+        self.tools = {item["name"]: from_code(item) for item in request.knowledge}
+        self.count = 0
+
+    async def __call__(self, name: str, arguments: dict[str, Any]) -> Any:
+        try:
+            value = await self._perform(name, arguments)
+        except HostRefused as exc:
+            self._show(name, arguments, str(exc))
+            raise
+        self._show(name, arguments, None)
+        return value
+
+    def _show(self, name: str, arguments: dict[str, Any], error: str | None) -> None:
+        if self.live is None:
+            return
+        event: dict[str, Any] = {"type": "knowledge.called", "node_id": self.request.node_id}
+        if self.request.frame:
+            event["frame"] = self.request.frame
+        event.update(name=name, arguments=arguments, ok=error is None)
+        if error is not None:
+            event["error"] = error
+        self.live(event)
+
+    async def _perform(self, name: str, arguments: dict[str, Any]) -> Any:
+        tool = self.tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self.tools)) or "none"
+            raise HostRefused(
+                f"No knowledge tool '{name}': the agent's tables, templates and ontologies "
+                f"give its code these: {known}."
+            )
+        if tool.confirm:
+            raise HostRefused(
+                f"'{name}' changes data, so a person confirms each call of it; code runs with "
+                "nobody to ask and cannot call it (let the agent's model call it, or an "
+                "actor_call node)."
+            )
+        self.count += 1
+        request = self.request
+        command = CallKnowledge(
+            f"{request.command_id}.k{self.count}", request.node_id, tool.operation,
+            tool.arguments(arguments), request.frame,
+        )  # fmt: skip
+        try:
+            done = await self.port.call(command)
+        except PortError as exc:
+            raise HostRefused(exc.message) from exc
+        if not done.ok:
+            raise HostRefused(str((done.error or {}).get("message") or f"'{name}' failed"))
+        return done.value
 
 
 # -- functions ----------------------------------------------------------------------------------
 
 
 class FunctionPort(Protocol):
-    async def call(self, request: CallFunction) -> Done:
+    async def call(self, request: CallFunction, host: Host | None = None) -> Done:
         """Run the function and answer with its ``Done`` (the executor stamps ``now``). Must
-        stop the work when cancelled."""
+        stop the work when cancelled. ``host`` performs the knowledge calls its code makes
+        (``CodeKnowledge``); the executor passes it only to calls that carry knowledge."""
         ...
 
 
@@ -79,11 +151,14 @@ class SandboxFunctions:
     kinds. ``owner`` (an agent version and the run's user, a file) keys the warm workers, with
     the node id, so a worker serves one function of one owner only."""
 
-    def __init__(self, runner: SandboxRunner | None = None, owner: str = "") -> None:
+    def __init__(
+        self, runner: SandboxRunner | None = None, owner: str = "", server: bool = True
+    ) -> None:
         self.runner = runner or SandboxRunner()
         self._owner = owner
+        self._server = server  # False: `dhub run FILE`, where no knowledge is at hand
 
-    async def call(self, request: CallFunction) -> Done:
+    async def call(self, request: CallFunction, host: Host | None = None) -> Done:
         result = await self.runner.call(
             FunctionCall(
                 source=request.source,
@@ -97,6 +172,7 @@ class SandboxFunctions:
                 outputs=request.outputs,
                 decorators=request.decorators,
                 browser=request.browser,
+                host=host or self._no_knowledge,
             )
         )
         if result.ok:
@@ -106,6 +182,15 @@ class SandboxFunctions:
     async def close(self) -> None:
         """End the warm workers."""
         await self.runner.close()
+
+    async def _no_knowledge(self, name: str, arguments: dict[str, Any]) -> Any:
+        """A call that carries no knowledge: its code calls what is not there."""
+        if not self._server:
+            raise HostRefused(_outside(f"Knowledge ('{name}')"))
+        raise HostRefused(
+            f"No knowledge tool '{name}': the agent lists no tables, templates or ontologies "
+            "whose tools its code could call."
+        )
 
 
 def function_error(result: FunctionResult) -> dict[str, Any]:

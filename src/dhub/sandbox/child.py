@@ -2,7 +2,8 @@
 (DESIGN.md 5, docs/sandbox.md "Threat model").
 
 It is started as a file (``python -I child.py``) inside bubblewrap, never imported by the
-server, and uses the standard library only. Two processes, one program:
+server, and uses the standard library only. Two processes, one program (the function's half
+is child_function.py, beside this file and loaded from there, as are the others it names):
 
 - the **supervisor** (the sandbox's PID 1) talks to the server and never runs user code. It
   reads the setup, drops to the sandbox's user, makes itself non-dumpable (its memory and
@@ -26,31 +27,35 @@ process starts before it loads the source (browser.py). The supervisor waits for
 before any of the tool's code has run, and keeps the processes it then sees between calls (and
 the worker only while they all live); everything started later is ended after each call.
 
+A function may call its agent's knowledge during a call (dhub_knowledge.py): each call also
+gets an answer pipe, and the requests it writes on its result pipe before its result are
+checked and relayed by the supervisor (child_host.py), the only one that talks to the server.
+
 Protocol with the server, one JSON document per line: stdin line 1, the setup ``{"source",
 "entry", "uid", "limits", "own_pid_namespace", "scratch", "browser"}``, answered by ``{"seq": 0,
 "kind": "ready"}`` or the loading error; every further stdin line a call ``{"seq", "inputs",
 "cpu"}``, answered by ``{"seq", "kind", "value" | "type", "message", "traceback", "reusable"}``.
+During a call, knowledge requests ``{"seq", "kind": "host", "id", "name", "arguments"}`` on
+stdout, each answered on stdin by ``{"seq", "kind": "host", "id", "ok", "value" | "message"}``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import importlib
+import importlib.util
 import json
-import linecache
 import os
-import resource
 import select
 import signal
 import socket
 import sys
 import time
 import traceback
-import types
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-SOURCE_NAME = "<function>"
+if TYPE_CHECKING:
+    from dhub.sandbox.child_host import HostRelay
+
 KINDS = ("ok", "exception", "memory", "invalid_output")
 ALONE = False  # in a PID namespace of its own: every other process there is the sandbox's
 # Results are stored in the run and shown in its events: as deep as input may be (the API
@@ -58,12 +63,20 @@ ALONE = False  # in a PID namespace of its own: every other process there is the
 MAX_DEPTH = 64
 _GRACE_MS = 20  # a result is in: how long its pipe may stay open before the rest is ended
 _HOLD_MS = 1000  # ... and then, how long before the function's own process is taken to hold it
+# Files beside this one, loaded by main: the function's process (child_function.py), the
+# knowledge relay (child_host.py), and the function's helper (dhub_knowledge.py).
+_FUNCTION: Any = None
+_HOST: Any = None
+_KNOWLEDGE: Any = None
 
 
 # -- the supervisor ------------------------------------------------------------------------
 
 
 def main() -> None:
+    global _FUNCTION, _HOST, _KNOWLEDGE
+    _FUNCTION, _HOST = _sibling("child_function"), _sibling("child_host")
+    _KNOWLEDGE = _sibling("dhub_knowledge")  # for the function: `from dhub_knowledge import call`
     server = _Lines(0)
     setup = json.loads(server.readline())
     global ALONE
@@ -73,9 +86,9 @@ def main() -> None:
     # closes it to stop the worker, and the kernel closes it when the server dies. Every
     # other process of the namespace ends with it.
     if not ALONE:
-        _die_with_parent()
+        _FUNCTION.die_with_parent()
     _drop_privileges(setup.get("uid"))
-    _prctl(4, 0)  # PR_SET_DUMPABLE 0: the same user cannot read our memory or descriptors
+    _FUNCTION.prctl(4, 0)  # PR_SET_DUMPABLE 0: the same user cannot read our memory or descriptors
     limits = setup.get("limits") or {}
     scratch = [str(path) for path in setup.get("scratch") or ()] if ALONE else []
     function = Function(setup, limits, scratch, server)
@@ -85,8 +98,11 @@ def main() -> None:
         return
     while True:
         request = json.loads(server.readline())
-        answer = function.call(request.get("inputs") or {}, float(request.get("cpu") or 0))
-        _answer({**answer, "seq": request.get("seq")})
+        if request.get("kind") == "host":  # the answer to a call that ended without it
+            continue
+        seq = request.get("seq")
+        answer = function.call(seq, request.get("inputs") or {}, float(request.get("cpu") or 0))
+        _answer({**answer, "seq": seq})
 
 
 class Function:
@@ -97,6 +113,7 @@ class Function:
     ) -> None:
         self.setup = setup
         self.server = server
+        self.limits = limits
         self.limit = int(limits.get("output") or 1 << 20)
         self.scratch = scratch
         self.pid = 0
@@ -121,7 +138,7 @@ class Function:
                 mine.close()
                 os.close(result_r)
                 os.close(ready_r)
-                _function_process(self.setup, theirs.detach(), result_w, ready_w)
+                _FUNCTION.run(self.setup, theirs.detach(), result_w, ready_w, ALONE, _KNOWLEDGE)
             except BaseException:
                 traceback.print_exc()
             finally:
@@ -144,30 +161,44 @@ class Function:
         _wipe(self.scratch)
         return answer
 
-    def call(self, inputs: dict[str, Any], cpu: float) -> dict[str, Any]:
+    def call(self, seq: Any, inputs: dict[str, Any], cpu: float) -> dict[str, Any]:
         assert self.control is not None
         if self.status is not None:
             return {"kind": "sandbox", "message": "the function's process has ended"}
         request_r, request_w = os.pipe()
         result_r, result_w = os.pipe()
+        answer_r, answer_w = os.pipe()  # knowledge answers (child_host.py)
         try:
-            socket.send_fds(self.control, [b"call"], [request_r, result_w])
+            socket.send_fds(self.control, [b"call"], [request_r, result_w, answer_r])
         except OSError:
-            for fd in (request_r, request_w, result_r, result_w):
+            for fd in (request_r, request_w, result_r, result_w, answer_r, answer_w):
                 os.close(fd)
             return self._ended()
-        os.close(request_r)
-        os.close(result_w)
+        for fd in (request_r, result_w, answer_r):
+            os.close(fd)
+        os.set_blocking(answer_w, False)
         payload = json.dumps({"inputs": inputs, "cpu": cpu}).encode()
-        answer = self._collect(result_r, (request_w, payload), set(KINDS))
+        relay = _HOST.HostRelay(seq, answer_w, self.limits)
+        try:
+            answer = self._collect(result_r, (request_w, payload), set(KINDS), relay)
+        finally:
+            os.close(answer_w)
         return {**answer, "reusable": self._clean_up() and answer["kind"] != "memory"}
 
     def _collect(
-        self, result_r: int, request: tuple[int, bytes] | None, kinds: set[str]
-    ) -> dict[str, Any]:
+        self, result_r: int, request: tuple[int, bytes] | None, kinds: set[str],
+        relay: HostRelay | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
         """Send the request, then read the call's result pipe until every writer closed it:
-        one result, or why there is none."""
-        data, over, ended, held = _Exchange(self, result_r, request).run()
+        one result, or why there is none (knowledge requests on the way relayed)."""
+        data, over, ended, held = _Exchange(self, result_r, request, relay).run()
+        if relay is not None and relay.broken:
+            self.spoiled = True
+            message = (
+                "the function sent a knowledge request before reading the answer to its last "
+                "one: use dhub_knowledge.call, from the function's own process"
+            )
+            return {"kind": "invalid_output", "message": message}
         if over:
             return {"kind": "invalid_output", "message": f"the result is over {self.limit} bytes"}
         if held:  # it reopened or copied the pipe: no telling which result is whose
@@ -241,14 +272,22 @@ class Function:
 
 class _Exchange:
     """One call's traffic: the request written (without blocking on a large one), the result
-    read up to the size limit; the other processes are ended when the function's process
-    dies, or when a result is in but something still holds the pipe open."""
+    read up to the size limit, knowledge requests before it relayed; the other processes are
+    ended when the function's process dies, or when a result is in but something still holds
+    the pipe open."""
 
-    def __init__(self, function: Function, result_r: int, request: tuple[int, bytes] | None):
+    def __init__(
+        self, function: Function, result_r: int, request: tuple[int, bytes] | None,
+        relay: HostRelay | None = None,
+    ) -> None:  # fmt: skip
         self.function = function
         self.result_r = result_r
         self.request = request
-        self.data = b""
+        self.relay = relay
+        self.poll = select.poll()
+        self.roles: dict[int, str] = {}
+        self.data = b""  # the result's lines
+        self.pending = b""  # a line not ended yet
         self.over = False
         self.ended = False
         self.others_ended = False
@@ -256,8 +295,9 @@ class _Exchange:
         self.sent = 0
 
     def run(self) -> tuple[bytes, bool, bool, bool]:
-        poll = select.poll()
-        roles = {self.result_r: "result", self.function.server.fd: "server"}
+        poll = self.poll
+        roles = self.roles
+        roles.update({self.result_r: "result", self.function.server.fd: "server"})
         if self.request is not None:
             os.set_blocking(self.request[0], False)
             roles[self.request[0]] = "request"
@@ -271,7 +311,7 @@ class _Exchange:
             if self.request is not None:  # not all written: the function went meanwhile
                 os.close(self.request[0])
             os.close(self.result_r)
-        return self.data, self.over, self.ended, self.held
+        return self.data + self.pending, self.over, self.ended, self.held
 
     def _loop(self, poll: select.poll, roles: dict[int, str]) -> None:
         while True:
@@ -286,6 +326,11 @@ class _Exchange:
                 role = roles[fd]
                 if role == "server":
                     self.function.server.fill()  # ends this process when the server went
+                    self._from_server()
+                elif role == "answer":
+                    assert self.relay is not None
+                    if self.relay.write():
+                        poll.unregister(fd)
                 elif role == "request":
                     self._write(poll, fd)
                 elif role == "exit":  # it died: nothing it started may hold the pipe
@@ -314,16 +359,50 @@ class _Exchange:
             self.request = None
 
     def _read(self) -> bool:
-        """Read what came; False at the end (every writer closed, or too much came)."""
+        """Read what came; False at the end (every writer closed, too much came, or the
+        function broke the knowledge protocol)."""
         chunk = os.read(self.result_r, 65536)
         if not chunk:
             return False
-        self.data += chunk
-        if len(self.data) > self.function.limit + 4096:
+        start, self.pending = max(0, len(self.pending) - 1), self.pending + chunk
+        while (cut := self.pending.find(b"\n", start)) >= 0:
+            line, self.pending, start = self.pending[:cut], self.pending[cut + 1 :], 0
+            relay = self.relay
+            if relay is not None and not self.data and line.startswith(_HOST.PREFIX):
+                relay.request(line, _answer)
+                if relay.broken:
+                    return False
+                self._answering()
+            else:
+                self.data += line + b"\n"
+        if len(self.data) + len(self.pending) > self.function.limit + 4096:
             self.over = True
             self._end_others()
             return False
         return True
+
+    def _answering(self) -> None:
+        """Write the relay's answer on the answer pipe as the function reads it."""
+        relay = self.relay
+        if relay is not None and relay.out and relay.answer_w not in self.roles:
+            self.roles[relay.answer_w] = "answer"
+        if relay is not None and relay.out:
+            self.poll.register(relay.answer_w, select.POLLOUT)
+
+    def _from_server(self) -> None:
+        """Knowledge answers the server sent: to the relay."""
+        server = self.function.server
+        while (cut := server.buffer.find(b"\n")) >= 0:
+            try:
+                reply = json.loads(server.buffer[:cut])
+            except (ValueError, RecursionError):
+                reply = None
+            if not isinstance(reply, dict) or reply.get("kind") != "host":
+                return  # not the server's answer to a request (none comes during a call)
+            server.buffer = server.buffer[cut + 1 :]
+            if self.relay is not None:
+                self.relay.answer(reply)
+                self._answering()
 
 
 def _checked(line: bytes, kinds: set[str], limit: int) -> dict[str, Any]:
@@ -487,74 +566,16 @@ class _Lines:
         self.buffer += chunk
 
 
-# -- the function's process ----------------------------------------------------------------
-
-
-def _function_process(setup: dict[str, Any], control: int, result_w: int, ready_w: int) -> None:
-    """Keep only stdout/stderr, the control socket and the load's result pipe; set the limits;
-    start a browser tool's driver; load the source; then serve calls until the supervisor
-    goes."""
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(2, 1)  # the user's prints (and any C library writes to fd 1) go to stderr
-    _close_all_but({0, 1, 2, control, result_w, ready_w})
-    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - an empty stdin, not the supervisor's
-    sys.stdout = sys.stderr
-    _prctl(4, 1)  # its own /proc entries readable again by itself (and only its user)
-    if not ALONE:
-        _die_with_parent()
-    _limit(setup.get("limits") or {})
-    problem = _start_browser(setup.get("browser"))
-    os.close(ready_w)  # none of the source has run: what runs now is ours (Function.start)
-    entry, problem = (None, problem) if problem else _load(setup["source"], setup.get("entry"))
-    _send(result_w, problem or {"kind": "ready"})
-    if entry is None:
-        os._exit(0)
-    channel = socket.socket(fileno=control)
-    while True:
-        try:
-            _, fds, _, _ = socket.recv_fds(channel, 16, 2, socket.MSG_CMSG_CLOEXEC)
-        except OSError:
-            os._exit(0)
-        if len(fds) != 2:  # the supervisor went
-            os._exit(0)
-        request_r, result_w = fds
-        with open(request_r, "rb") as request_file:
-            request = json.loads(request_file.read())
-        _cpu_budget(float(request.get("cpu") or 0))
-        _send(result_w, _call(entry, request.get("inputs") or {}))
-
-
-def _close_all_but(keep: set[int]) -> None:
-    low = 0
-    for high in [*sorted(keep), max(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 1024)]:
-        if low < high:  # an empty range would close everything from low (CPython 3.11)
-            os.closerange(low, high)
-        low = high + 1
-
-
-def _send(fd: int, answer: dict[str, Any]) -> None:
-    data = (json.dumps(answer) + "\n").encode()
-    try:
-        while data:
-            data = data[os.write(fd, data) :]
-    except OSError:
-        pass  # the supervisor stopped reading (a result over the limit)
-    with contextlib.suppress(OSError):
-        os.close(fd)
-
-
-def _prctl(option: int, value: int) -> None:
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
-
-
-def _die_with_parent() -> None:
-    """Without bubblewrap (which does this itself), end with the parent rather than run on
-    as an orphan when it dies."""
-    _prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+def _sibling(name: str) -> Any:
+    """A module of the file ``name``.py beside this one (in the sandbox, /sandbox), loaded
+    without putting this directory on ``sys.path`` (unsafe mode: the server's package)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def _drop_privileges(uid: int | None) -> None:
@@ -565,95 +586,6 @@ def _drop_privileges(uid: int | None) -> None:
     os.setgroups([])
     os.setgid(uid)
     os.setuid(uid)
-
-
-def _limit(limits: dict[str, Any]) -> None:
-    pairs = {
-        "memory": resource.RLIMIT_AS,
-        "data": resource.RLIMIT_DATA,  # browser tools: their memory limit (browser.py)
-        "processes": resource.RLIMIT_NPROC,
-        "file_size": resource.RLIMIT_FSIZE,
-        "open_files": resource.RLIMIT_NOFILE,
-        "cpu": resource.RLIMIT_CPU,
-    }
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    for name, which in pairs.items():
-        value = limits.get(name)
-        if value:
-            # CPU: the hard limit a second above, so reaching the budget sends SIGXCPU (which
-            # the server reports as a timeout) rather than SIGKILL.
-            resource.setrlimit(which, (int(value), int(value) + (name == "cpu")))
-
-
-def _cpu_budget(seconds: float) -> None:
-    """Each call gets ``seconds`` of CPU from now, within the process's lifetime budget (the
-    hard limit): past it the kernel ends the process with SIGXCPU."""
-    if seconds <= 0:
-        return
-    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = int(usage.ru_utime + usage.ru_stime + seconds) + 1
-    if hard != resource.RLIM_INFINITY:
-        # Below the hard limit, so the kernel sends SIGXCPU (a timeout), not SIGKILL.
-        soft = max(1, min(soft, hard - 1))
-    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
-
-
-def _start_browser(browser: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A tool with require_browser: put its packages first on the path and start Playwright's
-    driver (browser_lib/dhub_browser.py); None when it runs, else why not."""
-    if not browser:
-        return None
-    sys.path[:0] = [str(place) for place in browser.get("path") or ()]
-    try:
-        helper = importlib.import_module("dhub_browser")
-        helper.start(browser.get("executable"))
-    except BaseException as exc:
-        message = f"the browser could not start (Playwright's driver): {exc}"
-        return {"kind": "exception", "type": "BrowserUnavailable", "message": message}
-    return None
-
-
-def _load(source: str, wanted: str | None) -> tuple[Any, dict[str, Any] | None]:
-    namespace: dict[str, Any] = {"__name__": "__dhub_function__"}
-    # Tracebacks then quote the user's lines, not just their numbers.
-    linecache.cache[SOURCE_NAME] = (len(source), None, source.splitlines(True), SOURCE_NAME)
-    try:
-        exec(compile(source, SOURCE_NAME, "exec"), namespace)
-    except BaseException as exc:  # the source itself failed: same shape as a call's failure
-        return None, _failure(exc)
-    entry = _entry_point(namespace, wanted)
-    if entry is None:
-        message = "no entry point: define main(...), or exactly one top-level function"
-        return None, {"kind": "exception", "type": "LookupError", "message": message}
-    return entry, None
-
-
-def _entry_point(namespace: dict[str, Any], wanted: str | None) -> Any:
-    """The function named like the tool, else the only top-level function, else ``main``."""
-    named = namespace.get(wanted) if wanted else None
-    if isinstance(named, types.FunctionType):
-        return named
-    own = [
-        value
-        for value in namespace.values()
-        if isinstance(value, types.FunctionType) and value.__module__ == "__dhub_function__"
-    ]
-    if len(own) == 1:
-        return own[0]
-    main = namespace.get("main")
-    return main if isinstance(main, types.FunctionType) else None
-
-
-def _call(entry: Any, inputs: dict[str, Any]) -> dict[str, Any]:
-    try:
-        value = entry(**inputs)
-    except BaseException as exc:
-        return _failure(exc)
-    try:
-        return {"kind": "ok", "value": json.loads(json.dumps(value))}
-    except (TypeError, ValueError, RecursionError) as exc:
-        return {"kind": "invalid_output", "message": f"the result is not JSON: {exc}"}
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -667,24 +599,6 @@ def _deeper_than(value: Any, limit: int) -> bool:
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
     return False
-
-
-def _failure(exc: BaseException) -> dict[str, Any]:
-    if isinstance(exc, MemoryError):
-        return {"kind": "memory", "message": "the function ran out of memory (MemoryError)"}
-    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        where = f" ({exc.filename})" if exc.filename else ""
-        message = f"the function ran out of memory: its temporary files filled their space{where}"
-        return {"kind": "memory", "message": message}
-    lines = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    # Only the user's frames: ours (this file) say nothing about their code.
-    user = [ln for ln in lines if f'File "{SOURCE_NAME}"' in ln or not ln.startswith("  File")]
-    return {
-        "kind": "exception",
-        "type": type(exc).__name__,
-        "message": str(exc),
-        "traceback": "".join(user),
-    }
 
 
 if __name__ == "__main__":

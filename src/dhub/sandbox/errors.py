@@ -5,3 +5,8 @@ from __future__ import annotations
 
 class SandboxUnavailable(Exception):
     """User code cannot be run safely here; the message says why and what to do."""
+
+
+class HostRefused(Exception):
+    """A function's knowledge call is refused (worker.py ``Host``): the message is what the
+    function's ``KnowledgeError`` says."""

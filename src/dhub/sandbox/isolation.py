@@ -33,6 +33,9 @@ __all__ = ["SCRATCH", "Bubblewrap", "Isolation", "Launched", "SandboxUnavailable
 
 CHILD = Path(__file__).with_name("child.py")
 CHILD_INSIDE = "/sandbox/child.py"
+# Loaded by the child program from beside it: the function's process, the supervisor's
+# knowledge relay, and the function's knowledge helper (docs/sandbox.md "Knowledge from code").
+SIBLINGS = ("child_function.py", "child_host.py", "dhub_knowledge.py")
 ENV_INSIDE = "/sandbox/env"
 # What a Python program may need of /etc: the loader cache, time zone, TLS roots, name lookup.
 ETC = (
@@ -145,6 +148,8 @@ class Bubblewrap:
         args += _parents(prefix, {"/", "/usr", "/etc", "/tmp", "/work"})
         args += ["--ro-bind", prefix, prefix, "--perms", "0755", "--dir", "/sandbox"]
         args += ["--ro-bind", str(CHILD), CHILD_INSIDE]
+        for name in SIBLINGS:
+            args += ["--ro-bind", str(CHILD.with_name(name)), f"/sandbox/{name}"]
         if env is not None:  # always at the same place inside: no host path to depend on
             args += ["--ro-bind", env, ENV_INSIDE]
         if browser is not None:

@@ -18,7 +18,7 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from dhub.sandbox.worker import FunctionResult, Worker
+from dhub.sandbox.worker import FunctionResult, Host, Worker
 
 Starter = Callable[[], Awaitable[tuple[Worker | None, FunctionResult]]]
 
@@ -35,8 +35,9 @@ class WarmPool:
         self._closed = False
 
     async def call(
-        self, key: Any, start: Starter, inputs: dict[str, Any], seconds: float, warm: bool = True
-    ) -> FunctionResult:
+        self, key: Any, start: Starter, inputs: dict[str, Any], seconds: float, warm: bool = True,
+        host: Host | None = None,
+    ) -> FunctionResult:  # fmt: skip
         worker = self._take(key) if warm else None
         if worker is None:
             worker, failure = await start()
@@ -45,7 +46,7 @@ class WarmPool:
         if warm:
             self._refill(key, start)
         try:
-            result = await worker.call(inputs, seconds)
+            result = await worker.call(inputs, seconds, host)
         except BaseException:
             await worker.stop()
             raise

@@ -27,7 +27,7 @@ from dhub.sandbox.envs import DependencyError, Environments, base_python
 from dhub.sandbox.isolation import SCRATCH, Bubblewrap, Isolation, SandboxUnavailable, Unsafe
 from dhub.sandbox.pool import WarmPool
 from dhub.sandbox.schemas import CallInputError, CallOutputError, check_inputs, check_outputs
-from dhub.sandbox.worker import FunctionResult, Limits, Worker
+from dhub.sandbox.worker import FunctionResult, Host, Limits, Worker
 
 # Tries to start a sandbox with network: slirp4netns attaching to the namespace while
 # bubblewrap sets up its loopback fails now and then (bwrap: "loopback: Failed RTM_NEWADDR", or
@@ -56,6 +56,8 @@ class FunctionCall:
     outputs: dict[str, Any] | None = None  # name -> JSON schema the result must hold
     decorators: tuple[dict[str, Any], ...] = ()
     browser: bool = False  # a tool with require_browser: headless Chromium (browser.py)
+    # Performs the function's knowledge calls for the call's run (worker.py); None: it has none.
+    host: Host | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,9 @@ class SandboxRunner:
             return worker, result
 
         async with self._slots:  # the call's time starts when it runs, not while it queues
-            return await self.pool.call(key, start, call.inputs, seconds, self.settings.warm)
+            return await self.pool.call(
+                key, start, call.inputs, seconds, self.settings.warm, call.host
+            )
 
     async def _unavailable(self) -> str | None:
         """Why user code cannot run here, checked once per runner."""

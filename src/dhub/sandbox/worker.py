@@ -6,6 +6,11 @@ the function's own process, so every answer read here is the supervisor's. The s
 enforces what the sandbox cannot: the wall time of each call, the size of each answer, and the
 end of the whole process group when a call times out, is cancelled, or the supervisor found
 the worker in a state nobody should reuse.
+
+During a call the function may call its agent's knowledge (docs/sandbox.md "Knowledge from
+code"): the supervisor sends each request as a line of the call's ``seq``, and the call's
+``host`` performs it while the call's wall time runs on; its answer (within the size limit)
+goes back on the supervisor's stdin.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 from collections import deque
@@ -21,10 +27,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from dhub.sandbox import browser
-from dhub.sandbox.errors import SandboxUnavailable
+from dhub.sandbox.errors import HostRefused, SandboxUnavailable
 from dhub.sandbox.network import Launched
 
 Launch = Callable[..., Awaitable[Launched]]  # subprocess options -> a started sandbox
+# Performs a function's knowledge call (name, arguments) for the call's run and answers it
+# (JSON); raises HostRefused with the message the function is to get.
+Host = Callable[[str, dict[str, Any]], Awaitable[Any]]
+log = logging.getLogger(__name__)
 ResultKind = Literal[
     "ok",
     "timeout",
@@ -73,6 +83,8 @@ class Limits:
     open_files: int = 256
     worker_cpu_seconds: int = 3600  # a warm worker's whole life; each call gets its timeout
     start_seconds: float = 30.0  # interpreter start and the source's own imports
+    host_calls: int = 100  # knowledge calls per call of the function
+    host_request_bytes: int = 64 << 10  # one knowledge request (its answer: output_bytes)
 
     @property
     def scratch(self) -> int:
@@ -90,6 +102,8 @@ class Limits:
             "file_size": self.file_size_bytes,
             "open_files": self.open_files,
             "cpu": self.worker_cpu_seconds,
+            "host_calls": self.host_calls,
+            "host_request": self.host_request_bytes,
         }
         if with_browser:
             limits["data"] = self.address_space
@@ -152,12 +166,15 @@ class Worker:
             return None, FunctionResult("sandbox", message=message, stderr=answer.stderr)
         return None, answer
 
-    async def call(self, inputs: dict[str, Any], seconds: float) -> FunctionResult:
-        """One call, within ``seconds`` of wall time and as many of CPU time."""
+    async def call(
+        self, inputs: dict[str, Any], seconds: float, host: Host | None = None
+    ) -> FunctionResult:
+        """One call, within ``seconds`` of wall time and as many of CPU time; ``host``
+        performs its knowledge calls (none without)."""
         self._seq += 1
         request = {"seq": self._seq, "inputs": inputs, "cpu": seconds}
         try:
-            result = await self._exchange(request, seconds)
+            result = await self._exchange(request, seconds, _Host(host, self._limits))
         except asyncio.CancelledError:
             await self.stop()  # an abandoned call must not run on, unowned
             raise
@@ -165,14 +182,16 @@ class Worker:
             await self.stop()
         return result
 
-    async def _exchange(self, message: dict[str, Any], seconds: float) -> FunctionResult:
+    async def _exchange(
+        self, message: dict[str, Any], seconds: float, host: _Host | None = None
+    ) -> FunctionResult:
         mark = self._stderr_size
         proc = self._proc
         assert proc.stdin is not None and proc.stdout is not None
         try:
             proc.stdin.write(json.dumps(message).encode() + b"\n")
             await proc.stdin.drain()
-            line = await asyncio.wait_for(self._answer(message.get("seq", 0)), seconds)
+            line = await asyncio.wait_for(self._answer(message.get("seq", 0), host), seconds)
         except TimeoutError:
             await self.stop()
             return FunctionResult(
@@ -193,17 +212,25 @@ class Worker:
         self._reusable = reply.get("reusable", message.get("seq") == 0) is True
         return _parse(reply, self._err(mark))
 
-    async def _answer(self, seq: int) -> bytes:
+    async def _answer(self, seq: int, host: _Host | None) -> bytes:
         """The supervisor's answer to request ``seq`` (only it writes to this pipe; a line of
-        another number would be a stale one). b"" when the process ended."""
-        assert self._proc.stdout is not None
-        while line := await self._proc.stdout.readline():
+        another number would be a stale one), its knowledge requests on the way performed.
+        b"" when the process ended."""
+        proc = self._proc
+        assert proc.stdout is not None and proc.stdin is not None
+        while line := await proc.stdout.readline():
             try:
                 reply = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(reply, dict) and reply.get("seq") == seq:
+            if not isinstance(reply, dict) or reply.get("seq") != seq:
+                continue
+            if reply.get("kind") != "host":
                 return line
+            answer = await (host or _Host(None, self._limits)).perform(reply)
+            proc.stdin.write(json.dumps({"kind": "host", "seq": seq, "id": reply.get("id"),
+                                         **answer}).encode() + b"\n")  # fmt: skip
+            await proc.stdin.drain()
         return b""
 
     async def _died(self, mark: int) -> FunctionResult:
@@ -264,6 +291,48 @@ class Worker:
         new = self._stderr_size - mark
         data = b"".join(self._stderr)[-min(new, _STDERR_KEPT) :] if new > 0 else b""
         return data.decode(errors="replace")
+
+
+class _Host:
+    """One call's knowledge requests: counted, performed by ``host``, answers bounded."""
+
+    def __init__(self, host: Host | None, limits: Limits) -> None:
+        self.host = host
+        self.limits = limits
+        self.count = 0
+
+    async def perform(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``{"ok": True, "value"}``, or ``{"ok": False, "message"}`` saying why not."""
+        self.count += 1
+        name, arguments = request.get("name"), request.get("arguments")
+        if self.host is None:
+            return _refused("this call of the function cannot call knowledge")
+        if self.count > self.limits.host_calls:  # the supervisor refuses these already
+            return _refused(f"more than {self.limits.host_calls} knowledge calls in one call")
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            return _refused("a malformed knowledge request")
+        try:
+            value = await self.host(name, arguments)
+            size = len(json.dumps(value))
+        except HostRefused as exc:
+            return _refused(str(exc))
+        except (TypeError, ValueError) as exc:
+            log.exception("knowledge call %r of a function answered no JSON", name)
+            return _refused(f"the answer of '{name}' is not JSON ({exc})")
+        except Exception:
+            log.exception("knowledge call %r of a function failed", name)
+            return _refused(f"the call of '{name}' failed on the server (the error is logged)")
+        if size > self.limits.output_bytes:
+            return _refused(
+                f"the answer of '{name}' is {size} bytes, over the limit of "
+                f"{self.limits.output_bytes}: ask for less at once (a filter, fewer columns, "
+                "a page of rows)"
+            )
+        return {"ok": True, "value": value}
+
+
+def _refused(message: str) -> dict[str, Any]:
+    return {"ok": False, "message": message}
 
 
 # The sandbox's own environment is set inside it (--clearenv); this is what bubblewrap itself
