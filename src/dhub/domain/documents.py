@@ -50,6 +50,8 @@ MAX_STEPS = 200_000  # template lines executed (each loop iteration runs a few)
 MAX_POWER = 128  # the largest exponent of ``**``
 # The render tool's own arguments (knowledge/templates.py): no variable may be named so.
 RESERVED = frozenset({"template_id", "template_ids", "run_id", "variables"})
+# A template node's ``template`` that is exactly this names a stored template.
+TEMPLATE_ID = re.compile(r"template\.[0-9A-Za-z_-]{1,56}")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WIDE_FORMAT = re.compile(r"%[-+ #0]*(?:\d{7,}|\*)|\.\d{7,}")
 _WIDE_BRACES = re.compile(r"\{[^{}]*:[^{}]*\d{7,}[^{}]*\}")
@@ -94,6 +96,19 @@ class Problem:
     at: tuple[str | int, ...]
     message: str
     code: str
+
+
+def file_name(name: str, document_format: str) -> str:
+    """A download name for a template's render: its name made safe, with the format's
+    extension."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "document"
+    return f"{stem[:100]}.{EXTENSIONS.get(document_format, 'txt')}"
+
+
+def is_template_id(text: str) -> bool:
+    """Whether a template node's ``template`` names a stored template (rather than being
+    template text itself)."""
+    return TEMPLATE_ID.fullmatch(text.strip()) is not None
 
 
 # -- the environment ----------------------------------------------------------------------------

@@ -19,12 +19,12 @@ from pydantic import MISSING
 
 from dhub.access.principal import Principal
 from dhub.domain.documents import (
-    EXTENSIONS,
     MEDIA_TYPES,
     RESERVED,
     RenderError,
     TemplateVariable,
     check_values,
+    file_name,
     render,
 )
 from dhub.domain.ids import new_id, now_ms
@@ -64,13 +64,6 @@ class Rendered:
     format: str
     media_type: str
     file_name: str
-
-
-def file_name(name: str, document_format: str) -> str:
-    """A download name for a template's render: its name made safe, with the format's
-    extension."""
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "document"
-    return f"{stem[:100]}.{EXTENSIONS.get(document_format, 'txt')}"
 
 
 def render_spec(spec: TemplateSpec, values: Any) -> Rendered:
