@@ -47,10 +47,8 @@ def report_flow(template_id: str, name: str = "weekly", **config: Any) -> dict[s
     }  # fmt: skip
 
 
-INPUTS = {
-    "customer": "ACME",
-    "items": [{"name": "bolts", "amount": 3}, {"name": "nuts", "amount": 4}],
-}
+ITEMS = [{"name": "bolts", "amount": 3}, {"name": "nuts", "amount": 4}]
+INPUTS = {"customer": "ACME", "items": ITEMS}
 EXPECTED = "# Report for ACME\n\nWeek of 2026-11-30, 2 items:\n- bolts: 3\n- nuts: 4\nTotal: 7\n"
 
 

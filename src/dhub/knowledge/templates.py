@@ -1,5 +1,6 @@
-"""Templates as agents use them (issue 19): the ``template.render`` operation and the tools an
-agent that lists templates gets (``agent_tools``), per docs/knowledge contract.
+"""Templates as agents use them (issue 19, docs/knowledge.md): the ``template.render``
+operation and the tools an agent that lists templates gets (``agent_tools``), registered as
+the ``template`` kind of knowledge/registry.py.
 
 The operation runs for a run's user (``principal``) and trusts nothing the model sends: the
 template must be one the agent listed (``template_ids``, bound by the runtime) and one the
@@ -15,12 +16,15 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from pydantic import MISSING
 
+from dhub.access import policy
 from dhub.access.principal import Principal
 from dhub.domain.documents import (
     MEDIA_TYPES,
     RESERVED,
+    TEMPLATE_ID,
     RenderError,
     TemplateVariable,
     check_values,
@@ -28,34 +32,18 @@ from dhub.domain.documents import (
     render,
 )
 from dhub.domain.ids import new_id, now_ms
+from dhub.domain.knowledge import KnowledgeTool
 from dhub.domain.resources import TemplateSpec, unreachable
 from dhub.knowledge.errors import KnowledgeError
-from dhub.services.references import Reach
+from dhub.knowledge.tools import KnowledgeKind
 from dhub.store import artifacts as artifact_repo
+from dhub.store import resources as resource_repo
 from dhub.store import runs as run_repo
-from dhub.store.db import Database
+from dhub.store.db import Conn, Database
+from dhub.store.resources import ResourceRecord
 
 TEXT_SHOWN = 4000  # characters of the rendered text the model sees (the artifact has it all)
 _TOOL_NAME = re.compile(r"[^a-zA-Z0-9_-]+")
-
-
-@dataclass(frozen=True, slots=True)
-class KnowledgeTool:
-    name: str  # what the model calls, e.g. "query_table" (^[a-zA-Z0-9_-]{1,64}$)
-    description: str  # what the model is told (include column names/types etc.)
-    parameters: dict[str, Any]  # JSON Schema of the model's arguments
-    operation: str  # registry key, e.g. "table.query"
-    bound: dict[str, Any]  # fixed arguments merged over the model's (the ids the agent listed)
-    confirm: bool = False  # True: an actor; a person confirms first (unless auto)
-
-
-@dataclass(frozen=True, slots=True)
-class StoredTemplate:
-    """A template as a tool is made from it: its id and current document."""
-
-    id: str
-    version: int
-    spec: TemplateSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +75,10 @@ async def render_op(db: Database, principal: Principal, arguments: dict[str, Any
     if template_id not in allowed:
         raise KnowledgeError(unreachable("template", template_id))
     async with db.read(snapshot=True) as conn:
-        row = await Reach(conn, principal).use(template_id, "template")
-    if row is None:
+        record = await readable(conn, principal, template_id)
+    if record is None:
         raise KnowledgeError(unreachable("template", template_id))
-    spec = TemplateSpec.model_validate_json(row.record.document)
+    spec = TemplateSpec.model_validate_json(record.document)
     try:
         rendered = await asyncio.to_thread(render_spec, spec, _variables(arguments))
     except RenderError as exc:
@@ -99,7 +87,7 @@ async def render_op(db: Database, principal: Principal, arguments: dict[str, Any
     run_id = arguments.get("run_id")
     if isinstance(run_id, str) and run_id:
         artifact_id = await store_artifact(
-            db, run_id, principal.user_id, rendered, template_id, row.record.version
+            db, run_id, principal.user_id, rendered, template_id, record.version
         )
     return {
         "artifact_id": artifact_id,
@@ -107,6 +95,23 @@ async def render_op(db: Database, principal: Principal, arguments: dict[str, Any
         "truncated": len(rendered.text) > TEXT_SHOWN,
         "media_type": rendered.media_type,
     }
+
+
+async def readable(conn: Conn, principal: Principal, template_id: str) -> ResourceRecord | None:
+    """The template ``template_id`` when ``principal`` may read it now (owners, grants,
+    folders, every marking held: the policy of the one reference check), else None."""
+    if TEMPLATE_ID.fullmatch(template_id) is None:
+        return None
+    found = await resource_repo.get_resources(conn, [template_id], sorted(principal.principal_ids))
+    row = found.get(template_id)
+    if row is None or row.record.category != "template":
+        return None
+    owners = [o["id"] for o in row.owners]
+    markings = orjson.loads(row.record.markings)
+    seen = policy.access(
+        principal, owners, row.grant, markings, row.above, builtin=row.record.is_builtin
+    )
+    return row.record if seen is not None and seen.allows("read") else None
 
 
 def _variables(arguments: Mapping[str, Any]) -> Any:
@@ -194,35 +199,37 @@ def variables_schema(variables: Sequence[TemplateVariable]) -> dict[str, Any]:
     }
 
 
-def agent_tools(items: Sequence[StoredTemplate]) -> list[KnowledgeTool]:
+def agent_tools(records: Sequence[ResourceRecord]) -> list[KnowledgeTool]:
     """One tool per template the agent lists: ``render_<name>`` whose parameters are the
     template's variables (names made unique with a suffix when two templates clash)."""
     tools: list[KnowledgeTool] = []
     taken: set[str] = set()
-    ids = [t.id for t in items]
-    for item in items:
-        name = tool_name(item.spec.name)
+    ids = [r.id for r in records]
+    for record in records:
+        spec = TemplateSpec.model_validate_json(record.document)
+        name = tool_name(spec.name)
         n = 2
         while name in taken:
             suffix = f"_{n}"
-            name = tool_name(item.spec.name)[: 64 - len(suffix)] + suffix
+            name = tool_name(spec.name)[: 64 - len(suffix)] + suffix
             n += 1
         taken.add(name)
-        about = item.spec.description or f"the {item.spec.format} template '{item.spec.name}'"
+        about = spec.description or f"the {spec.format} template '{spec.name}'"
         tools.append(
             KnowledgeTool(
                 name=name,
                 description=(
-                    f"Render {about} into a {item.spec.format} document, kept with this run "
+                    f"Render {about} into a {spec.format} document, kept with this run "
                     "(the result gives its artifact_id and the start of its text). Give each "
                     "variable a value of its type."
                 ),
-                parameters=variables_schema(item.spec.variables),
+                parameters=variables_schema(spec.variables),
                 operation="template.render",
-                bound={"template_id": item.id, "template_ids": ids},
+                bound={"template_id": record.id, "template_ids": ids},
             )
         )
     return tools
 
 
 OPERATIONS: dict[str, Callable[..., Awaitable[Any]]] = {"template.render": render_op}
+KIND = KnowledgeKind("template", agent_tools, OPERATIONS)
