@@ -26,6 +26,7 @@ from types import FrameType
 from typing import Any, Literal
 
 from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError, UndefinedError, meta, nodes
+from jinja2.compiler import CodeGenerator, Frame
 from jinja2.exceptions import SecurityError
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from markupsafe import Markup
@@ -137,10 +138,26 @@ def _sized(value: Any) -> int:
     return len(value) if isinstance(value, str | list | tuple | dict) else 0
 
 
+class _Generator(CodeGenerator):
+    """Jinja's code generator with every ``~`` (concatenation) checked for size."""
+
+    def visit_Concat(self, node: nodes.Concat, frame: Frame) -> None:  # noqa: N802 (Jinja's)
+        self.write("environment.sized(")
+        super().visit_Concat(node, frame)
+        self.write(")")
+
+
 class _Sandbox(ImmutableSandboxedEnvironment):
     """The immutable sandbox with the operators that can multiply sizes checked first."""
 
     intercepted_binops = frozenset({"*", "**", "+", "%"})
+    code_generator_class = _Generator
+
+    @staticmethod
+    def sized(value: Any) -> Any:
+        if _too_big(_sized(value)):
+            raise _refuse_size("a joined string")
+        return value
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         if operator == "*":
@@ -492,13 +509,17 @@ def _watch(frame: FrameType, event: str, arg: Any) -> Any:
 
 
 def _step(frame: FrameType, event: str, arg: Any) -> Any:
-    _BUDGET.steps += 1
-    if _BUDGET.steps > MAX_STEPS:
+    steps = _BUDGET.steps = _BUDGET.steps + 1
+    if steps > MAX_STEPS:
         raise RenderError(
             f"the template runs more than {MAX_STEPS:,} steps (a loop too long?): render less.",
             "too_long",
         )
-    for value in frame.f_locals.values():
-        if isinstance(value, str | list | tuple | Markup) and _too_big(len(value)):
-            raise _refuse_size("a value")
+    if not steps % 64:
+        # A safety net: every operator, call and filter that can grow a value is checked
+        # before or as it does (_Sandbox); reading the locals on every line would cost more
+        # than the render itself.
+        for value in frame.f_locals.values():
+            if isinstance(value, str | list | tuple | Markup) and _too_big(len(value)):
+                raise _refuse_size("a value")
     return _step
