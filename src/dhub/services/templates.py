@@ -11,6 +11,7 @@ envelope, access, versions) is a kind of services/resources.py; here are the two
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -61,11 +62,22 @@ class RenderResult:
         }
 
 
+# PDFs made at once by this process: WeasyPrint takes seconds for a long document (over 20 s
+# for a 1000-row table, bench/templates.py), so more requests wait their turn rather than
+# taking every core.
+_PDF_SLOTS = threading.BoundedSemaphore(2)
+
+
+def _pdf(text: str, document_format: str, title: str) -> bytes:
+    with _PDF_SLOTS:
+        return formats.to_pdf(text, document_format, title)
+
+
 async def convert(text: str, document_format: str, output: Output, title: str) -> Any:
     """``text`` (of ``document_format``) as HTML text or PDF bytes, in a worker thread."""
     if output == "html":
         return formats.to_html(text, document_format, title)
-    return await asyncio.to_thread(formats.to_pdf, text, document_format, title)
+    return await asyncio.to_thread(_pdf, text, document_format, title)
 
 
 class TemplateService:
