@@ -4,8 +4,8 @@ BIN    := $(VENV)/bin
 HOST   ?= 127.0.0.1
 PORT   ?= 8000
 
-.PHONY: run test install install-dev uv-available sandbox-tools browser-tools browser-runtime \
-        web lint typecheck bench clean
+.PHONY: run test install install-dev uv-available sandbox-tools document-tools browser-tools \
+        browser-runtime web lint typecheck bench clean
 
 # uv manages the virtualenv; install it with pip when the machine has none.
 UV := $(shell command -v uv 2>/dev/null)
@@ -37,6 +37,19 @@ else
 	  echo "bubblewrap $$(bwrap --version | cut -d' ' -f2) is too old: the sandbox needs 0.8" \
 	       "or later (Debian 12, Ubuntu 24.04)." >&2; exit 1; }
 endif
+
+# Templates render to PDF with WeasyPrint (docs/templates.md), which needs the system's Pango
+# and HarfBuzz: install the Debian packages when missing.
+DOCUMENT_LIBS := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0
+document-tools:
+	@{ ldconfig -p | grep -q 'libpangoft2-1.0.so.0' && \
+	   ldconfig -p | grep -q 'libharfbuzz-subset.so.0'; } || { \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get install -y -q $(DOCUMENT_LIBS) >/dev/null 2>&1 || \
+	  { $$SUDO apt-get update -q >/dev/null && \
+	    $$SUDO apt-get install -y -q $(DOCUMENT_LIBS) >/dev/null; } || \
+	  { echo "Could not install Pango (Debian/Ubuntu: apt-get install $(DOCUMENT_LIBS)):" \
+	         "templates cannot render PDF until it is installed." >&2; }; }
 
 # The web console (web/: React and TypeScript, built by Vite into src/dhub/api/console/, which
 # `dhub serve` serves at /), with the Node.js of the `web` dependency group (PyPI's
@@ -82,10 +95,10 @@ else
 	  "chromium): tools with require_browser fail until it is installed." >&2
 endif
 
-install: uv-available sandbox-tools browser-runtime
+install: uv-available sandbox-tools document-tools browser-runtime
 	@$(UV) sync --quiet --frozen --inexact --no-dev --group web  # --inexact: keep make test's tools
 
-install-dev: uv-available sandbox-tools
+install-dev: uv-available sandbox-tools document-tools
 	@$(UV) sync --quiet --frozen --group dev --group web
 
 run: install web

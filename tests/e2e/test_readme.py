@@ -52,7 +52,11 @@ SAYS = {
         "you> hello\n#1: HELLO\nyou> again\n#2: AGAIN\n",  # the piped chat
         "{'turns': 2}",  # the SDK's conversation
     ],
-    "examples/README.md": ['"headline": "Disk almost full on db-1"', '"title": "Hello, browser"'],
+    "examples/README.md": [
+        '"headline": "Disk almost full on db-1"',
+        '"title": "Hello, browser"',
+        "# Weekly report: ACME",
+    ],
     "docs/workflows.md": ['"total": 14'],
     "docs/api.md": ['"label": "billing"', '"summarizer-copy"'],
 }

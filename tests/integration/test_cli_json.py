@@ -75,6 +75,7 @@ def test_every_command_prints_json(api: Client, tmp_path: Path) -> None:
     sharing(cli, api)
     places(cli, api)
     runs(cli, api, tmp_path)
+    templates(cli, api, tmp_path)
     removals(cli, api)
     assert cli.ran == cli.paths - WITHOUT_JSON
 
@@ -204,6 +205,33 @@ def runs(cli: Cli, api: Client, tmp_path: Path) -> None:
     document.write_text(json.dumps(GREETING))
     local = cli("run", document, "--input", "who=you")
     assert local == {"status": "succeeded", "outputs": {"text": "hello you"}, "error": None}
+
+
+def templates(cli: Cli, api: Client, tmp_path: Path) -> None:
+    from tests.integration.test_template_runs import EXPECTED, INPUTS, report_flow
+    from tests.integration.test_templates_api import report_doc
+
+    document = tmp_path / "report.json"
+    document.write_text(json.dumps(report_doc()))
+    made = cli("templates", "create", document)
+    assert made["id"].startswith("template.") and made["version"] == 1
+    assert [t["id"] for t in cli("templates", "list")] == [made["id"]]
+    assert cli("templates", "get", "weekly-report")["body"] == made["body"]
+    values = ("customer=ACME", "week=2026-11-30", 'items=[{"name": "bolts", "amount": 3}]',
+              "total=3")  # fmt: skip
+    rendered = cli("templates", "render", "weekly-report", *values)
+    assert rendered["text"].startswith("# Report for ACME") and rendered["version"] == 1
+    pdf = tmp_path / "report.pdf"
+    written = cli("templates", "render", made["id"], *values, "--as", "pdf", "-o", pdf)
+    assert written["path"] == str(pdf) and pdf.read_bytes().startswith(b"%PDF")
+
+    agent = api.create_agent(report_flow(made["id"]))
+    run = api.start_run(agent["id"], INPUTS)
+    until(api, run.id, "succeeded")
+    [artifact] = cli("runs", "artifacts", run.id)
+    target = tmp_path / "out.md"
+    saved = cli("runs", "artifact", run.id, artifact["id"], "-o", target)
+    assert saved["path"] == str(target) and target.read_text() == EXPECTED
 
 
 def removals(cli: Cli, api: Client) -> None:

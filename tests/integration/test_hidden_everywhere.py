@@ -19,7 +19,7 @@ from tests.integration.test_sharing_api import World, ok, react
 
 API = "/api/v1"
 SECRET = "zq7secret"  # in the hidden things' names, descriptions and tags
-KINDS = ("prompt", "tool", "actor", "role")
+KINDS = ("prompt", "tool", "actor", "role", "template")
 
 
 def resource_doc(kind: str) -> dict[str, Any]:
@@ -30,6 +30,7 @@ def resource_doc(kind: str) -> dict[str, Any]:
         "tool": {"function": {"source": source}},
         "actor": {"function": {"source": source}},
         "role": {"instructions": SECRET},
+        "template": {"body": SECRET},
     }[kind]
     return {**base, **extra}
 

@@ -15,7 +15,7 @@ from tests.integration.test_agents_api import container, home
 from tests.integration.test_sharing_api import BUILDER, World, ok
 
 API = "/api/v1"
-KINDS = ("prompt", "tool", "actor", "role")
+KINDS = ("prompt", "tool", "actor", "role", "template")
 MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
 
 
@@ -57,7 +57,23 @@ def role_doc(name: str = "researcher", **extra: Any) -> dict[str, Any]:
     }
 
 
-DOCS = {"prompt": prompt_doc, "tool": tool_doc, "actor": actor_doc, "role": role_doc}
+def template_doc(name: str = "report", **extra: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": "A report",
+        "body": "# {{ title }}",
+        "variables": [{"name": "title"}],
+        **extra,
+    }
+
+
+DOCS = {
+    "prompt": prompt_doc,
+    "tool": tool_doc,
+    "actor": actor_doc,
+    "role": role_doc,
+    "template": template_doc,
+}
 
 
 def doc_of(kind: str, name: str | None = None, **extra: Any) -> dict[str, Any]:

@@ -37,6 +37,8 @@ PUBLIC = [
     "AmbiguousName",
     "ApplyAction",
     "ApplyResult",
+    "Artifact",
+    "ArtifactFile",
     "AuditEntry",
     "AuditPage",
     "Client",
@@ -55,6 +57,7 @@ PUBLIC = [
     "Marking",
     "Message",
     "NotFound",
+    "RenderedDocument",
     "Resource",
     "ResourcePage",
     "Run",
@@ -64,6 +67,7 @@ PUBLIC = [
     "ServerUnreachable",
     "ShareScope",
     "Task",
+    "Template",
     "Token",
     "Turn",
     "TurnStream",
@@ -378,6 +382,17 @@ CLIENT_METHODS = {
     "update_user": ["user_id", "changes"],
     "validate_agent": ["doc"],
     "wait_run": ["run_id", "timeout"],
+    # templates and run artifacts
+    "create_template": ["doc"],
+    "delete_template": ["template"],
+    "download_artifact": ["run_id", "artifact_id", "format"],
+    "get_template": ["template"],
+    "iter_templates": ["name", "q", "page_size"],
+    "list_artifacts": ["run_id"],
+    "list_templates": ["name", "q", "limit", "cursor"],
+    "render_template": ["template", "variables", "output", "version"],
+    "render_template_pdf": ["template", "variables", "version"],
+    "update_template": ["template", "patch"],
 }  # fmt: skip
 
 

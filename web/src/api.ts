@@ -104,6 +104,28 @@ export const api = {
   del: (path: string) => request<void>(path, { method: 'DELETE' }),
 }
 
+/** Download what an authenticated GET answers (an attachment: a run artifact) as a file named
+ * `name`: fetched with the session's token, handed to the browser as a blob. */
+export async function downloadFile(path: string, name: string): Promise<void> {
+  let response: Response
+  try {
+    response = await fetch(API + path, { headers: authHeaders() })
+  } catch (exc) {
+    throw new ApiError(0, `Could not reach the server: ${String(exc)}`, [])
+  }
+  if (!response.ok) throw await errorFrom(response)
+  const disposition = response.headers.get('Content-Disposition') ?? ''
+  const named = /filename="([^"]+)"/.exec(disposition)
+  const url = URL.createObjectURL(await response.blob())
+  const link = document.createElement('a')
+  link.href = url
+  link.download = named ? named[1] : name
+  document.body.appendChild(link)
+  link.click()
+  link.remove()
+  window.setTimeout(() => URL.revokeObjectURL(url), 10_000)
+}
+
 export function query(params: Record<string, string | number | undefined | null>): string {
   const q = new URLSearchParams()
   for (const [k, v] of Object.entries(params)) {

@@ -107,6 +107,21 @@ export interface Grant {
 
 export type RunStatus = 'queued' | 'running' | 'waiting' | 'succeeded' | 'failed' | 'cancelled'
 
+/** A document a run made (GET /runs/{id}/artifacts): a template node's or a render tool's. */
+export interface Artifact {
+  id: string
+  run_id: string
+  name: string
+  media_type: string
+  format: string | null
+  size: number
+  node_id: string | null
+  template_id: string | null
+  template_version: number | null
+  created_at: number
+  created_by: string
+}
+
 export interface Run {
   id: string
   agent_id: string

@@ -29,6 +29,7 @@ from dhub.api.routers import (
     principals,
     resources,
     runs,
+    templates,
     workers,
 )
 from dhub.domain.agent import AgentSpec
@@ -41,6 +42,7 @@ from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
 from dhub.services.runtime import WorkerOptions, open_runtime
+from dhub.services.templates import ArtifactService, TemplateService
 from dhub.settings import Settings
 
 log = logging.getLogger("dhub")
@@ -72,6 +74,8 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             providers=runtime.providers,
             resources=resource_service,
             folders=FolderService(db, resource_service),
+            templates=TemplateService(db, resource_service, run_service),
+            artifacts=ArtifactService(db, run_service),
         )
         app.state.services = services
         app.state.runtime = runtime
@@ -116,6 +120,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
     app.include_router(models.router, prefix="/api/v1")
     app.include_router(workers.router, prefix="/api/v1")
     app.include_router(examples.router, prefix="/api/v1")
+    app.include_router(templates.router, prefix="/api/v1")
     console.install(app)
     apidocs.install(app)
     app.include_router(folders.router, prefix="/api/v1")  # before /folders/{id}

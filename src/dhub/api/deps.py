@@ -19,6 +19,7 @@ from dhub.services.folders import FolderService
 from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
+from dhub.services.templates import ArtifactService, TemplateService
 from dhub.store.db import Database
 
 
@@ -34,6 +35,8 @@ class Services:
     providers: Providers
     resources: ResourceService  # prompts, tools, actors, roles, folders, collections
     folders: FolderService  # what is in them, and home folders
+    templates: TemplateService  # rendering
+    artifacts: ArtifactService  # what runs made
 
 
 async def services(request: Request) -> Services:

@@ -27,6 +27,7 @@ from dhub.cli import (
     run,
     runs,
     tasks,
+    templates,
     tokens,
     users,
 )
@@ -43,6 +44,7 @@ app.add_typer(markings.app, name="markings")
 app.add_typer(tokens.app, name="tokens")
 app.add_typer(runs.app, name="runs")
 app.add_typer(tasks.app, name="tasks")
+app.add_typer(templates.app, name="templates")
 app.command()(users.me)
 app.command()(audit)
 app.command("run")(run.run_file)

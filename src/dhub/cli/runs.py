@@ -6,10 +6,11 @@ outputs on stdout as JSON), 1 when it fails or is cancelled (why, on stderr).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn, cast
 
 import typer
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="Start runs of agents on the server and watch them.", no_args_is_help=True)
 
+Converted = Literal["html", "pdf"]
 RunId = Annotated[str, typer.Argument(metavar="ID", help="The run id (run.…).")]
 
 
@@ -240,6 +242,57 @@ def cancel(ctx: typer.Context, run_id: RunId, as_json: JsonOption = False) -> No
     with reporting_errors():
         run = client_from(ctx).cancel_run(run_id)
     done(as_json, f"{run.status} {run.id}", run.to_json())
+
+
+@app.command()
+def artifacts(ctx: typer.Context, run_id: RunId, as_json: JsonOption = False) -> None:
+    """List the documents a run made (rendered templates), oldest first."""
+    with reporting_errors():
+        found = client_from(ctx).list_artifacts(run_id)
+    if as_json:
+        echo_json([dataclasses.asdict(a) for a in found])
+    elif not found:
+        typer.echo("No artifacts.")
+    else:
+        rows = [[a.id, a.name, a.media_type.split(";")[0], str(a.size), a.node_id or "-",
+                 when(a.created_at)] for a in found]  # fmt: skip
+        echo_table(["ID", "NAME", "TYPE", "BYTES", "NODE", "CREATED"], rows)
+
+
+@app.command()
+def artifact(
+    ctx: typer.Context,
+    run_id: RunId,
+    artifact_id: Annotated[str, typer.Argument(metavar="ARTIFACT_ID", help="artifact.…")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write here (default: its own name; - for stdout)."),
+    ] = None,
+    as_: Annotated[
+        str | None, typer.Option("--as", help="html or pdf: converted (Markdown, HTML, text).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Download one artifact of a run (into a file named like it, unless -o says where)."""
+    import sys
+
+    with reporting_errors():
+        api = client_from(ctx)
+        if as_ is None or as_ == "source":
+            found = api.download_artifact(run_id, artifact_id)
+        elif as_ in ("html", "pdf"):
+            found = api.download_artifact(run_id, artifact_id, format=cast(Converted, as_))
+        else:
+            raise DocumentError(f"--as is html or pdf, not {as_!r}")
+    if out is not None and str(out) == "-":
+        sys.stdout.buffer.write(found.content)
+        sys.stdout.flush()
+        return
+    target = out or Path(found.name)
+    target.write_bytes(found.content)
+    kind = found.media_type.split(";")[0]
+    saved = {"path": str(target), "size": len(found.content), "media_type": found.media_type}
+    done(as_json, f"wrote {target} ({len(found.content)} bytes, {kind})", saved)
 
 
 # -- shared with `dhub tasks` and `dhub chat` --------------------------------------------------

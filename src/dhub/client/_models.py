@@ -251,3 +251,54 @@ class Turn:
     @property
     def run_id(self) -> str:
         return self.run.id
+
+
+# Templates: plain JSON dicts like agents (docs/templates.md).
+Template = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RenderedDocument:
+    """A template rendered: its ``text`` (or HTML page, when asked for) and media type."""
+
+    template_id: str
+    version: int
+    format: str  # markdown | html | text: the template's
+    media_type: str
+    text: str
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> RenderedDocument:
+        fields: dict[str, Any] = {name: raw.get(name) for name in cls.__dataclass_fields__}
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A document a run made (``GET /runs/{id}/artifacts``), without its content."""
+
+    id: str
+    run_id: str
+    name: str
+    media_type: str
+    format: str | None
+    size: int
+    node_id: str | None
+    template_id: str | None
+    template_version: int | None
+    created_at: int
+    created_by: str
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Artifact:
+        fields: dict[str, Any] = {name: raw.get(name) for name in cls.__dataclass_fields__}
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class ArtifactFile:
+    """An artifact's content as downloaded: its file name, media type and bytes."""
+
+    name: str
+    media_type: str
+    content: bytes

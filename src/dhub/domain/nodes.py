@@ -16,6 +16,7 @@ from dhub.domain.base import (
     SpecModel,
     VariableType,
 )
+from dhub.domain.documents import DocumentFormat, TemplateVariable
 from dhub.domain.functions import ActorItem, ToolItem
 
 # Fields typed ``X | MISSING`` are omitted from responses when the document left them out,
@@ -134,8 +135,34 @@ class CodeConfig(SpecModel):
 
 
 class TemplateConfig(SpecModel):
-    template: str
+    template: str = Field(
+        description="Template text rendered with the run's scope, or exactly the id of a "
+        "stored template (template.…) rendered with 'variables'."
+    )
     output: str = "text"
+    variables: JsonObject | MISSING = Field(
+        default=MISSING,
+        description="A stored template's variables: name -> value expression (as in "
+        "input_mappings). Only with a stored template.",
+    )
+
+    @property
+    def bindings(self) -> dict[str, Any]:
+        """``variables``, or none when the document leaves them out."""
+        return {} if self.variables is MISSING else dict(self.variables)
+
+
+class ResolvedTemplateConfig(TemplateConfig):
+    """A template node's stored template, resolved for the run's user before the graph
+    compiles (services/resolution.py): what the engine renders. Never written by users: the
+    node's document keeps the id."""
+
+    template_id: str
+    template_version: int
+    name: str
+    format: DocumentFormat
+    body: str
+    declared: list[TemplateVariable]
 
 
 VariableAction = Literal[

@@ -1,4 +1,5 @@
-"""Stored resources that agents reference: Prompts, Tools, Actors and Roles (DESIGN.md 2, 3.3).
+"""Stored resources that agents reference: Prompts, Tools, Actors, Roles and Templates
+(DESIGN.md 2, 3.3).
 
 Each has the shared envelope of an Agent (``name, alias, category, type, collection_id,
 folder_id, tags, description``) and a body of its own:
@@ -6,7 +7,9 @@ folder_id, tags, description``) and a body of its own:
 - a **Prompt** is a ``template`` with ``{{var}}`` placeholders and the ``variables`` it declares;
 - a **Tool** and an **Actor** are an agent's inline tool / actor config, stored once: the
   resource ``name`` is the function's name (the entry point is looked up by it);
-- a **Role** is a delegate: instructions, an optional model, and tools.
+- a **Role** is a delegate: instructions, an optional model, and tools;
+- a **Template** is a document (Markdown, HTML or text) written in the sandboxed template
+  language of domain/documents.py, with typed ``variables``.
 
 ``*Spec`` is what a user writes; ``*Response`` adds the server's envelope. ``ResolvedAgent`` is
 what the react runtime gets from ``services.resources.resolve_agent``: every reference replaced
@@ -25,11 +28,14 @@ from pydantic import MISSING, BaseModel, ConfigDict, Field, model_validator
 
 from dhub.domain.agent import EFFECTIVE_MARKINGS, Owner, ShareScope
 from dhub.domain.base import JsonObject, PositiveInt, SpecModel
+from dhub.domain.documents import DocumentFormat, TemplateVariable
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig, FunctionSpec, ToolItem
 from dhub.domain.knowledge import KnowledgeTool
 
-Category = Literal["prompt", "tool", "actor", "role", "folder", "collection"]
-CATEGORIES: tuple[Category, ...] = ("prompt", "tool", "actor", "role", "folder", "collection")
+Category = Literal["prompt", "tool", "actor", "role", "folder", "collection", "template"]
+CATEGORIES: tuple[Category, ...] = (
+    "prompt", "tool", "actor", "role", "folder", "collection", "template",
+)  # fmt: skip
 # The kinds that hold other resources (DESIGN.md 2.2).
 CONTAINERS = frozenset({"folder", "collection"})
 HOME = "home"  # the ``type`` of a user's home folder, which only the server creates
@@ -190,6 +196,19 @@ class CollectionSpec(ResourceSpec):
     folder_id: None = Field(default=None, description="Always null: a collection is in no folder.")
 
 
+class TemplateSpec(ResourceSpec):
+    """A document template: ``body`` in the sandboxed template language, using only the
+    ``variables`` it declares; ``format`` says what the rendered text is."""
+
+    category: Literal["template"] = Field(default="template", description="Resource type tag")
+    format: DocumentFormat = Field(
+        default="markdown", description="What the body renders to: markdown, html or text."
+    )
+    body: str = Field(description="The template (Jinja2, sandboxed): {{ name }}, {% for %}, ...")
+    variables: list[TemplateVariable] = Field(default=[])
+    description: str = ""
+
+
 class InlineRoleConfig(SpecModel):
     """An agent's role written inline (an object in ``agent.roles``), as the runtime reads it."""
 
@@ -262,6 +281,10 @@ class RoleResponse(RoleSpec, _Served):
     model_config = _RESPONSE_CONFIG
 
 
+class TemplateResponse(TemplateSpec, _Served):
+    model_config = _RESPONSE_CONFIG
+
+
 class FolderResponse(FolderSpec, _Served):
     model_config = _RESPONSE_CONFIG
 
@@ -285,6 +308,7 @@ KINDS: dict[str, ResourceKind] = {
     "role": ResourceKind("role", "Role", RoleSpec, RoleResponse),
     "folder": ResourceKind("folder", "Folder", FolderSpec, FolderResponse),
     "collection": ResourceKind("collection", "Collection", CollectionSpec, CollectionResponse),
+    "template": ResourceKind("template", "Template", TemplateSpec, TemplateResponse),
 }
 
 

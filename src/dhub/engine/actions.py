@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import MISSING
 
+from dhub.domain.documents import MEDIA_TYPES, RenderError, check_values, is_template_id, render
 from dhub.domain.nodes import (
     ActorCallWorkflowNode,
     CodeWorkflowNode,
@@ -24,6 +25,7 @@ from dhub.domain.nodes import (
     LLMWorkflowNode,
     LoopWorkflowNode,
     ParallelWorkflowNode,
+    ResolvedTemplateConfig,
     StartWorkflowNode,
     TemplateWorkflowNode,
     ToolCallWorkflowNode,
@@ -333,6 +335,53 @@ def loop_items(ev: Evaluate, node: LoopWorkflowNode, scope: Scope) -> tuple[int,
             "max_iterations",
         )
     return count, items
+
+
+def document(ev: Evaluate, node: TemplateWorkflowNode, scope: Scope) -> tuple[str, Scope | None]:
+    """A template node's text and, for a stored template, the artifact it makes (the run
+    writer keeps it with the run: runtime/run_writer.py). Inline text renders with the run's
+    scope; a stored template (resolved before the graph compiled) with its ``variables``
+    evaluated, checked against the declared types, within the render budget."""
+    config = node.config
+    if not isinstance(config, ResolvedTemplateConfig):
+        if is_template_id(config.template):
+            # Resolved for the run's user before the graph compiles (services/runs.py
+            # Graphs); one still named here is one that user cannot read, or, under
+            # `dhub run FILE`, one that is never resolved.
+            raise NodeFailure(
+                f"{unreachable('template', config.template.strip())} (`dhub run FILE` "
+                "renders inline templates only.)",
+                "invalid_agent",
+            )
+        if config.bindings:
+            raise NodeFailure(
+                "'variables' go with a stored template (template.…); inline template text "
+                "uses the run's variables directly",
+                "invalid_agent",
+            )
+        return ev.template(config.template, scope, "template"), None
+    values = {
+        name: ev.value(source, scope, f"variables.{name}")
+        for name, source in config.bindings.items()
+    }
+    try:
+        text = render(config.body, config.format, check_values(config.declared, values))
+    except RenderError as exc:
+        where = f"variables.{exc.variable}" if exc.variable else "template"
+        raise NodeFailure(
+            f"node '{node.id}', field '{where}': template '{config.template_id}' "
+            f"({config.name}): {exc.message}",
+            "invalid_input" if exc.variable else "template",
+        ) from exc
+    artifact = {
+        "name": config.name,
+        "format": config.format,
+        "media_type": MEDIA_TYPES[config.format],
+        "template_id": config.template_id,
+        "template_version": config.template_version,
+        "content": text,
+    }
+    return text, artifact
 
 
 def declared_outputs(node: Any) -> list[str]:

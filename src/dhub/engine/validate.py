@@ -9,6 +9,7 @@ from typing import Any, TypeGuard
 from pydantic import TypeAdapter, ValidationError
 
 from dhub.domain.agent import BUILTIN_FOLDER, SERVER_OWNED_FIELDS, AgentSpec
+from dhub.domain.documents import is_template_id
 from dhub.domain.errors import FieldError, InvalidInput
 from dhub.domain.functions import ITEM_TAGS
 from dhub.domain.nodes import NODE_TYPES
@@ -191,6 +192,7 @@ def check_modes(doc: dict[str, Any]) -> list[FieldError]:
         errors = []  # the schema check reports an unknown mode
     errors.extend(_check_loops(doc))
     errors.extend(_check_responses(doc))
+    errors.extend(_check_template_variables(doc))
     return errors
 
 
@@ -256,6 +258,27 @@ def _check_responses(doc: dict[str, Any]) -> Iterator[FieldError]:
                 "response is a JSON schema (an object, {} for text) or one {{ … }} expression "
                 "giving one, such as '{{ schema }}' for a schema among the run's inputs.",
                 "not_an_expression",
+            )
+
+
+def _check_template_variables(doc: dict[str, Any]) -> Iterator[FieldError]:
+    """A template node binds ``variables`` only for a stored template: inline text reads the
+    run's scope itself (the stored template's own are checked against it at save,
+    services/references.py)."""
+    for (_, i), node in _walk(doc, ("nodes", "*")):
+        if not isinstance(node, dict) or node.get("type") != "template":
+            continue
+        config = node.get("config")
+        if not isinstance(config, dict) or not config.get("variables"):
+            continue
+        template = config.get("template")
+        if isinstance(template, str) and not is_template_id(template):
+            yield FieldError(
+                join("nodes", i, "config", "variables"),
+                "'variables' go with a stored template: set 'template' to its id "
+                "(template.…), or remove 'variables' (inline text uses the run's variables "
+                "directly).",
+                "variables_without_template",
             )
 
 

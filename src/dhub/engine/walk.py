@@ -153,8 +153,10 @@ class Walk:
         self.succeed(frame, node.id, produced, publish=False)
 
     def _template(self, frame: str, node: TemplateWorkflowNode, ev: Evaluate) -> None:
-        text = ev.template(node.config.template, self.scope(frame), "template")
+        text, artifact = actions.document(ev, node, self.scope(frame))
         self.succeed(frame, node.id, {node.config.output: text})
+        if artifact is not None:  # kept with the run by its writer, the content taken out
+            self.trace("artifact.created", frame, node.id, **artifact)
 
     def _if_else(self, frame: str, node: IfElseWorkflowNode, ev: Evaluate) -> None:
         verdict = ev.condition(node.config.condition, self.scope(frame), "condition")

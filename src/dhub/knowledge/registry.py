@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from dhub.knowledge import templates
 from dhub.knowledge.tools import KnowledgeKind, Operation
 
-KINDS: Mapping[str, KnowledgeKind] = {}
+KINDS: Mapping[str, KnowledgeKind] = {"template": templates.KIND}
 
 
 def operation(name: str) -> Operation | None:

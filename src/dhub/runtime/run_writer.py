@@ -20,7 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dhub.domain.ids import now_ms
+from dhub.domain.documents import file_name
+from dhub.domain.ids import new_id, now_ms
 from dhub.engine.state import (
     AwaitConfirmation,
     AwaitInput,
@@ -35,7 +36,7 @@ from dhub.runtime.deltas import coalesce
 from dhub.runtime.executor import RunResult
 from dhub.runtime.group_commit import GroupCommitter
 from dhub.runtime.ports import Answer, Decision
-from dhub.store import inbox
+from dhub.store import artifacts, inbox
 from dhub.store import runs as store
 from dhub.store.step_batch import Reply, StepRows, StepWrite
 
@@ -193,6 +194,7 @@ class RunWriter:
         rows = StepRows(
             self.run_id, self.step, self.next_seq, patch, events,
             [store.command_record(self.run_id, c, at) for c in opened], closed, at,
+            _artifacts(self.run_id, step, at),
         )  # fmt: skip
         usage = step.state.usage
         return StepWrite(
@@ -299,6 +301,39 @@ def _transcript(agents: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     if loop is None:
         return None
     return {"messages": loop["messages"], "summary": loop.get("summary")}
+
+
+def _artifacts(run_id: str, step: Step, at: int) -> list[dict[str, Any]]:
+    """The documents the step made (``artifact.created`` events with their content), as
+    rows saved with the step; each event keeps the artifact's id and size instead of the
+    content."""
+    rows = []
+    for event in step.events:
+        if event.get("type") != "artifact.created" or "content" not in event:
+            continue
+        content = str(event.pop("content")).encode()
+        artifact_id = new_id("artifact")
+        event["artifact_id"] = artifact_id
+        event["size"] = len(content)
+        rows.append(
+            artifacts.row_of(
+                {
+                    "id": artifact_id,
+                    "run_id": run_id,
+                    "name": file_name(str(event.get("name") or ""), str(event.get("format"))),
+                    "media_type": event.get("media_type") or "text/plain; charset=utf-8",
+                    "format": event.get("format"),
+                    "size": len(content),
+                    "content": content,
+                    "node_id": event.get("node_id"),
+                    "template_id": event.get("template_id"),
+                    "template_version": event.get("template_version"),
+                    "created_at": at,
+                    "created_by": str(step.state.sys.get("user_id") or ""),
+                }
+            )
+        )
+    return rows
 
 
 def _ending_events(step: Step) -> list[dict[str, Any]]:

@@ -26,13 +26,14 @@ from pydantic import ValidationError
 from dhub.access import policy
 from dhub.access.principal import Principal
 from dhub.domain.agent import AgentSpec
+from dhub.domain.documents import is_template_id
 from dhub.domain.errors import FieldError
 from dhub.domain.functions import (
     ITEM_TAGS,
     AgentResourceRef,
 )
 from dhub.domain.knowledge import KNOWLEDGE_FIELDS, KnowledgeTool
-from dhub.domain.nodes import ActorCallWorkflowNode, ToolCallWorkflowNode
+from dhub.domain.nodes import ActorCallWorkflowNode, TemplateWorkflowNode, ToolCallWorkflowNode
 from dhub.domain.pointers import from_validation_error, join
 from dhub.domain.resources import (
     BUILT_IN_TOOLS,
@@ -40,6 +41,7 @@ from dhub.domain.resources import (
     ActorOverrides,
     InlineRoleConfig,
     PromptSpec,
+    TemplateSpec,
     ToolOverrides,
     unreachable,
 )
@@ -146,16 +148,22 @@ def _node_refs(
     spec: AgentSpec, errors: list[FieldError], knowledge: Collection[str] = ()
 ) -> Iterator[_Ref]:
     """The stored tools and actors that a workflow's tool_call and actor_call nodes call
-    (``knowledge``: tool names the agent's knowledge gives it, which are no references)."""
+    (``knowledge``: tool names the agent's knowledge gives it, which are no references), and
+    the stored templates its template nodes render."""
     for i, node in enumerate(spec.nodes):
         item: Any
+        if isinstance(node, TemplateWorkflowNode):
+            if is_template_id(node.config.template):
+                at: Loc = ("nodes", i, "config", "template")
+                yield _Ref(at, node.config.template.strip(), ("template",))
+            continue
         if isinstance(node, ToolCallWorkflowNode):
             item, allowed, field = node.config.tool, ("tool",), "tool"
         elif isinstance(node, ActorCallWorkflowNode):
             item, allowed, field = node.config.actor, ("actor",), "actor"
         else:
             continue
-        at: Loc = ("nodes", i, "config", field)
+        at = ("nodes", i, "config", field)
         ref = _item_ref(item, at, join(*at), allowed, errors, False, knowledge)
         if ref is not None:
             yield ref
@@ -337,6 +345,49 @@ def binding_errors(at: Loc, prompt_id: str, prompt: PromptSpec, bound: Any) -> l
     return errors
 
 
+def template_bindings(
+    at: Loc, template_id: str, template: TemplateSpec, bound: dict[str, Any]
+) -> list[FieldError]:
+    """A template node's ``variables``: every required variable of the stored template bound,
+    no name it does not declare."""
+    declared = {v.name for v in template.variables}
+    names = ", ".join(sorted(declared)) or "none"
+    errors = [
+        FieldError(
+            join(*at, "variables"),
+            f"The template '{template_id}' ({template.name}) needs the variable '{v.name}' "
+            f'({v.type}): bind it in variables, e.g. {{"{v.name}": "{{{{ {v.name} }}}}"}}.',
+            "missing_variable",
+        )
+        for v in template.variables
+        if v.required and v.name not in bound
+    ]
+    errors += [
+        FieldError(
+            join(*at, "variables", name),
+            f"The template '{template_id}' ({template.name}) has no variable '{name}' (it "
+            f"declares {names}): remove it or check its spelling.",
+            "unknown_variable",
+        )
+        for name in bound
+        if name not in declared
+    ]
+    return errors
+
+
+def template_binding_errors(spec: AgentSpec, usable: dict[str, Row]) -> list[FieldError]:
+    errors: list[FieldError] = []
+    for i, node in enumerate(spec.nodes):
+        if not isinstance(node, TemplateWorkflowNode):
+            continue
+        row = usable.get(node.config.template.strip())
+        if isinstance(row, repo.ResourceRow) and row.record.category == "template":
+            template = TemplateSpec.model_validate_json(row.record.document)
+            at = ("nodes", i, "config")
+            errors += template_bindings(at, row.record.id, template, node.config.bindings)
+    return errors
+
+
 async def check_agent_references(
     conn: Conn, principal: Principal, spec: AgentSpec
 ) -> list[FieldError]:
@@ -360,6 +411,7 @@ async def check_agent_references(
                 prompt = PromptSpec.model_validate_json(row.record.document)
                 at = ("agent", "prompts", i)
                 errors += binding_errors(at, prompt_ref.prompt_id, prompt, prompt_ref.variables)
+    errors += template_binding_errors(spec, usable)
     for ref in refs:
         agent = usable.get(ref.id)
         if (

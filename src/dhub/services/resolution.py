@@ -17,10 +17,16 @@ from pydantic import MISSING, ValidationError
 
 from dhub.access.principal import Principal
 from dhub.domain.agent import AgentSpec, PromptRef
+from dhub.domain.documents import is_template_id
 from dhub.domain.errors import FieldError, InvalidInput
 from dhub.domain.functions import ITEM_TAGS, AgentActorConfig, AgentResourceRef, AgentToolConfig
 from dhub.domain.knowledge import KNOWLEDGE_FIELDS, KnowledgeTool
-from dhub.domain.nodes import ActorCallWorkflowNode, ToolCallWorkflowNode
+from dhub.domain.nodes import (
+    ActorCallWorkflowNode,
+    ResolvedTemplateConfig,
+    TemplateWorkflowNode,
+    ToolCallWorkflowNode,
+)
 from dhub.domain.pointers import from_validation_error, join
 from dhub.domain.resources import (
     ActorOverrides,
@@ -30,6 +36,7 @@ from dhub.domain.resources import (
     PromptSpec,
     ResolvedAgent,
     RoleSpec,
+    TemplateSpec,
     ToolOverrides,
     ToolSpec,
     render_template,
@@ -45,6 +52,7 @@ from dhub.services.references import (
     kind_of,
     listed_knowledge,
     overrides_of,
+    template_bindings,
 )
 from dhub.store.db import Conn, Database
 
@@ -164,6 +172,30 @@ class _Resolver:
             return None
         document = await self.document(at, changes.id, what)
         return None if document is None else (document, changes)
+
+    async def template(self, at: Loc, node: TemplateWorkflowNode) -> ResolvedTemplateConfig | None:
+        """A template node's stored template, latest version, for the run's user."""
+        config = node.config
+        template_id = config.template.strip()
+        row = await self.reach.use(template_id, "template")
+        if row is None:
+            self.fail((*at, "template"), unreachable("template", template_id), UNREACHABLE)
+            return None
+        template = TemplateSpec.model_validate_json(row.record.document)
+        # Bindings that no longer fit (the template changed since the agent was saved) stop
+        # a run from starting; a run already going fails at the node, naming the variable.
+        self.errors += template_bindings(at, template_id, template, config.bindings)
+        return ResolvedTemplateConfig(
+            template=config.template,
+            output=config.output,
+            variables=config.variables,
+            template_id=template_id,
+            template_version=row.record.version,
+            name=template.name,
+            format=template.format,
+            body=template.body,
+            declared=template.variables,
+        )
 
     async def roles(self, at: Loc, items: Sequence[Any]) -> list[InlineRole]:
         out: list[InlineRole] = []
@@ -286,7 +318,7 @@ def unresolvable(spec: AgentSpec, errors: list[FieldError]) -> UnresolvableAgent
     )
 
 
-NodeItems = dict[str, AgentToolConfig | AgentActorConfig]
+NodeItems = dict[str, AgentToolConfig | AgentActorConfig | ResolvedTemplateConfig]
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,21 +333,24 @@ class ResolvedNodes:
 async def resolve_nodes(
     db: Database, spec: AgentSpec, principal: Principal
 ) -> tuple[ResolvedNodes, list[FieldError]]:
-    """The stored tools and actors a workflow's tool_call and actor_call nodes name and the
-    knowledge it lists, and an error for each that ``principal`` cannot use (such a node
-    keeps its reference: a run that reaches it fails there, saying so, engine/actions.py)."""
+    """The stored tools and actors a workflow's tool_call and actor_call nodes name, the
+    stored templates its template nodes render and the knowledge it lists, and an error for
+    each that ``principal`` cannot use (such a node keeps its reference: a run that reaches
+    it fails there, saying so, engine/actions.py)."""
     found: NodeItems = {}
     async with db.read(snapshot=True) as conn:
         resolver = _Resolver(Reach(conn, principal))
         knowledge = await resolver.knowledge(spec)
         names = {k.name for k in knowledge}
         for i, node in enumerate(spec.nodes):
-            item: AgentToolConfig | AgentActorConfig | str | None = None
+            item: AgentToolConfig | AgentActorConfig | ResolvedTemplateConfig | str | None = None
             if isinstance(node, ToolCallWorkflowNode) and _stored(node.config.tool, names):
                 item = await resolver.tool(("nodes", i, "config", "tool"), node.config.tool)
             elif isinstance(node, ActorCallWorkflowNode) and _stored(node.config.actor, names):
                 item = await resolver.actor(("nodes", i, "config", "actor"), node.config.actor)
-            if isinstance(item, AgentToolConfig | AgentActorConfig):
+            elif isinstance(node, TemplateWorkflowNode) and is_template_id(node.config.template):
+                item = await resolver.template(("nodes", i, "config"), node)
+            if isinstance(item, AgentToolConfig | AgentActorConfig | ResolvedTemplateConfig):
                 found[node.id] = item
     return ResolvedNodes(found, knowledge), resolver.errors
 
@@ -329,6 +364,8 @@ def with_node_items(spec: AgentSpec, items: NodeItems) -> AgentSpec:
         item = items.get(node.id)
         if isinstance(node, ToolCallWorkflowNode) and isinstance(item, AgentToolConfig):
             node = node.model_copy(update={"config": node.config.model_copy(update={"tool": item})})
+        elif isinstance(node, TemplateWorkflowNode) and isinstance(item, ResolvedTemplateConfig):
+            node = node.model_copy(update={"config": item})
         elif isinstance(node, ActorCallWorkflowNode) and isinstance(item, AgentActorConfig):
             config = node.config.model_copy(update={"actor": item})
             node = node.model_copy(update={"config": config})
@@ -349,6 +386,8 @@ def refers(spec: AgentSpec) -> bool:
     if any(getattr(spec, name) for name in KNOWLEDGE_FIELDS):
         return True
     for node in spec.nodes:
+        if isinstance(node, TemplateWorkflowNode) and is_template_id(node.config.template):
+            return True
         if isinstance(node, ToolCallWorkflowNode) and _stored(node.config.tool):
             return True
         if isinstance(node, ActorCallWorkflowNode) and _stored(node.config.actor):

@@ -1,7 +1,7 @@
-"""Validate a prompt, tool, actor or role document: schema, text limits and each kind's own
-rules, every error at once with a JSON pointer into the document (as engine/validate.py does
-for agents). References to other resources are checked against the database in
-services/resources.py."""
+"""Validate a prompt, tool, actor, role or template document: schema, text limits and each
+kind's own rules, every error at once with a JSON pointer into the document (as
+engine/validate.py does for agents). References to other resources are checked against the
+database in services/resources.py."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from dhub.domain.agent import SERVER_OWNED_FIELDS
+from dhub.domain.documents import FORMATS, body_problems, variable_problems
 from dhub.domain.errors import FieldError
 from dhub.domain.functions import ITEM_TAGS
 from dhub.domain.pointers import from_validation_error, join
@@ -45,6 +46,8 @@ def collect_resource_errors(
         errors.extend(_prompt_problems(body))
     elif kind.category in ("tool", "actor"):
         errors.extend(_function_problems(body, ()))
+    elif kind.category == "template":
+        errors.extend(_template_problems(body))
     else:
         errors.extend(_role_problems(body))
     return (spec if not errors else None), _dedupe(errors)
@@ -126,6 +129,29 @@ def _prompt_problems(body: dict[str, Any]) -> Iterator[FieldError]:
                 f'{{"name": "{inner}"}} to variables.',
                 "undeclared_variable",
             )
+
+
+MAX_BODY = 200_000
+
+
+def _template_problems(body: dict[str, Any]) -> list[FieldError]:
+    """Variables well declared; the body parses, uses only declared variables, includes
+    nothing (domain/documents.py), and is of a sensible size."""
+    variables = body.get("variables")
+    declared = [v for v in variables if isinstance(v, dict)] if isinstance(variables, list) else []
+    errors = [FieldError(join(*p.at), p.message, p.code) for p in variable_problems(declared)]
+    text, document_format = body.get("body"), body.get("format", "markdown")
+    if not isinstance(text, str):
+        return errors
+    if "\x00" in text:
+        errors.append(FieldError("/body", "'body' contains a NUL character: remove it.", "nul"))
+    elif len(text) > MAX_BODY:
+        message = f"'body' is {len(text):,} characters long; the limit is {MAX_BODY:,}."
+        errors.append(FieldError("/body", message, "too_long"))
+    elif document_format in FORMATS:
+        problems = body_problems(text, document_format, declared)
+        errors += [FieldError(join(*p.at), p.message, p.code) for p in problems]
+    return errors
 
 
 def _function_problems(item: dict[str, Any], at: tuple[str | int, ...]) -> list[FieldError]:

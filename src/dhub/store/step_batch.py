@@ -25,6 +25,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.base import Executable
 
 from dhub.runtime import checkpoints
+from dhub.store import artifacts
 from dhub.store import conversations as chats
 from dhub.store.db import Conn
 from dhub.store.run_records import Closing, CommandRecord, StepConflict
@@ -57,6 +58,7 @@ class StepRows:
     opened: Sequence[CommandRecord]
     closed: Mapping[str, Closing]
     at: int
+    artifacts: Sequence[Mapping[str, Any]] = ()  # run_artifacts rows (template nodes' renders)
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +190,7 @@ def _row_plan(steps: Sequence[StepRows]) -> list[tuple[Executable, list[dict[str
             for s in steps
             for i, how in s.closed.items()
         ]),
+        (artifacts.INSERT, [dict(row) for s in steps for row in s.artifacts]),
     ]  # fmt: skip
 
 

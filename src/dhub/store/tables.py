@@ -12,6 +12,7 @@ from sqlalchemy import (
     ForeignKeyConstraint,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
@@ -308,6 +309,26 @@ run_commands = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("closed_at", BigInteger),
     Index("ix_run_commands_due", "status", "kind", "due_at"),
+)
+
+# Documents a run made (a template node's render, an agent's render tool): kept with the run,
+# seen by whoever may read the run (services/artifacts.py).
+run_artifacts = Table(
+    "run_artifacts",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("run_id", String(64), ForeignKey("runs.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("media_type", String(100), nullable=False),
+    Column("format", String(16)),  # markdown | html | text: what it can be converted from
+    Column("size", Integer, nullable=False),
+    Column("content", LargeBinary, nullable=False),
+    Column("node_id", String(200)),
+    Column("template_id", String(64)),
+    Column("template_version", Integer),
+    Column("created_at", BigInteger, nullable=False),
+    Column("created_by", String(200), nullable=False),
+    Index("ix_run_artifacts_run", "run_id", "created_at"),
 )
 
 # What the API leaves for a run (both execution modes): a person's answer or decision, saved

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from 'react'
-import { api } from '../api'
+import { api, downloadFile } from '../api'
 import { ErrorBox, JsonBlock, KeyValues, Loading, PageHeader, StatusBadge } from '../components/bits'
 import { Graph } from '../components/Graph'
 import { TaskCard } from '../components/TaskCard'
@@ -9,14 +9,14 @@ import { demoAnswered, isDemoUsage, useDemoProviders } from '../demo'
 import { nodeRuns, summarize, usageOf, withHandlers } from '../runstate'
 import type { NodeRun } from '../runstate'
 import { useSession } from '../session'
-import type { Agent, Run, RunEvent, Task, WorkflowNode } from '../types'
+import type { Agent, Artifact, Run, RunEvent, Task, WorkflowNode } from '../types'
 import { useRunEvents } from '../useRunEvents'
 import { errorText, formatDuration, formatTime, plural, useAsync, useInterval } from '../util'
 
 const FINISHED = new Set(['succeeded', 'failed', 'cancelled'])
 const REFRESH_ON = new Set([
   'run.started', 'run.succeeded', 'run.failed', 'run.cancelled', 'node.waiting', 'input.received',
-  'confirmation.received',
+  'confirmation.received', 'artifact.created', 'tool.succeeded',
 ])
 
 export function RunDetailPage({ runId }: { runId: string }) {
@@ -146,6 +146,7 @@ export function RunDetailPage({ runId }: { runId: string }) {
               </div>
             </>
           )}
+          <Artifacts runId={r.id} version={live.events.filter((e) => e.type === 'artifact.created' || e.type === 'tool.succeeded').length + (FINISHED.has(r.status) ? 1 : 0)} />
           <h2>Inputs</h2>
           <KeyValues values={r.inputs} />
           <h2>Usage</h2>
@@ -161,6 +162,60 @@ export function RunDetailPage({ runId }: { runId: string }) {
       </div>
       <Timeline events={live.events} start={r.started_at ?? r.created_at} live={!live.ended} connected={live.connected} onNode={setSelected} />
     </section>
+  )
+}
+
+function formatSize(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MB`
+}
+
+/** The documents the run made (rendered templates), each downloadable as stored or converted. */
+function Artifacts({ runId, version }: { runId: string; version: number }) {
+  const found = useAsync((s) => api.get<{ data: Artifact[] }>(`/runs/${runId}/artifacts`, s), [runId, version])
+  const [problem, setProblem] = useState<string | null>(null)
+  const items = found.data?.data ?? []
+  const download = async (a: Artifact, format?: 'html' | 'pdf') => {
+    setProblem(null)
+    const path = `/runs/${runId}/artifacts/${a.id}${format ? `?format=${format}` : ''}`
+    try {
+      await downloadFile(path, a.name)
+    } catch (e) {
+      setProblem(errorText(e))
+    }
+  }
+  return (
+    <>
+      <h2>Artifacts</h2>
+      {found.error ? (
+        <ErrorBox error={found.error} />
+      ) : items.length === 0 ? (
+        <p className="muted" data-testid="run-artifacts-none">{found.data ? 'None.' : 'Loading…'}</p>
+      ) : (
+        <ul className="artifacts" data-testid="run-artifacts">
+          {items.map((a) => (
+            <li key={a.id} data-testid="run-artifact">
+              <button type="button" className="link-button" onClick={() => download(a)} title={`Download ${a.name} (${a.media_type})`}>
+                {a.name}
+              </button>{' '}
+              <span className="muted small">
+                {formatSize(a.size)}{a.node_id ? <> · node <code>{a.node_id}</code></> : null}
+              </span>
+              {a.format && (
+                <span className="artifact-formats">
+                  {a.format !== 'html' && (
+                    <button type="button" className="small" onClick={() => download(a, 'html')} aria-label={`Download ${a.name} as HTML`}>HTML</button>
+                  )}
+                  <button type="button" className="small" onClick={() => download(a, 'pdf')} aria-label={`Download ${a.name} as PDF`}>PDF</button>
+                </span>
+              )}
+            </li>
+          ))}
+        </ul>
+      )}
+      {problem && <p className="error-box" role="alert">{problem}</p>}
+    </>
   )
 }
 
