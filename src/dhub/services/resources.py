@@ -23,7 +23,7 @@ from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.merge_patch import merge_patch
 from dhub.domain.resources import CONTAINERS, HOME, KINDS, ResourceKind, ResourceSpec, RoleSpec
-from dhub.services import placement, sharing
+from dhub.services import placement, sharing, table_schema
 from dhub.services.agents import decode_cursor, encode_cursor
 from dhub.services.references import check_agent_references, check_tool_items
 from dhub.services.resolution import UnresolvableAgent, resolve_agent
@@ -125,6 +125,7 @@ class ResourceService:
             except IntegrityError as exc:  # lost a race for the name
                 raise _name_conflict(spec, None, principal) from exc
             await repo.insert_version(conn, resource_id, 1, document, principal.user_id, now)
+            await table_schema.created(conn, resource_id, spec)
             await set_tags(conn, resource_id, spec.tags or [])
             await shares.add_owners(conn, resource_id, [principal.user_id])
             await tree.place(conn, resource_id, to.parent)
@@ -163,6 +164,19 @@ class ResourceService:
         found = await self._find(conn, principal, category, resource_id)
         allowed = _require(principal, action, found)
         return ResourceView(found.record, found.owners, allowed.scope, found.above)
+
+    async def load(
+        self,
+        conn: Conn,
+        principal: Principal,
+        category: str,
+        resource_id: str,
+        action: policy.Action,
+    ) -> ResourceView:
+        """The resource if ``principal`` may do ``action`` on it, in the caller's transaction
+        (for services built on a kind: a table's rows); NotFound, word for word as for a
+        random id, if the caller cannot see it."""
+        return await self._load(conn, principal, category, resource_id, action)
 
     async def get(self, principal: Principal, category: str, resource_id: str) -> ResourceView:
         async with self.db.read() as conn:
@@ -268,6 +282,7 @@ class ResourceService:
             await repo.update_resource(conn, record.id, values)
         except IntegrityError as exc:
             raise _name_conflict(spec, None, principal) from exc
+        await table_schema.changed(conn, record.id, record.document, spec)
         await repo.insert_version(conn, record.id, version, document, principal.user_id, now)
         await set_tags(conn, record.id, spec.tags or [])
         await audit.record(
@@ -287,6 +302,7 @@ class ResourceService:
             record = (await self._load(conn, principal, category, resource_id, "delete")).record
             if category in CONTAINERS:
                 await _check_empty(conn, record)
+            await table_schema.deleted(conn, category, resource_id)
             await repo.delete_resource(conn, resource_id)
             await audit.record(
                 conn, principal.user_id, f"{category}.delete", resource_id, record.version

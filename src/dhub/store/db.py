@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, Table, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -33,7 +33,7 @@ from sqlalchemy.sql.base import Executable
 
 from dhub.settings import private
 from dhub.store import json_codec
-from dhub.store.bulk import Plan, PostgresBulk, SqliteBulk
+from dhub.store.bulk import Batches, Plan, PostgresBulk, PostgresCopy, SqliteBulk, SqliteCopy
 from dhub.store.inline import InlineConnection, InlineReader, Rows
 
 T = TypeVar("T")
@@ -96,6 +96,27 @@ class Conn:
         if result.returns_rows:
             return Rows(result.all())
         return Rows((), result.rowcount)
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return "postgresql" if self._async is not None else "sqlite"
+
+    async def copy_rows(self, table: Table, batches: Batches) -> int:
+        """Many rows into ``table`` by the database's bulk path (store/bulk.py): on SQLite an
+        ``executemany`` off the loop thread (making the batches too: the iterator may parse
+        a file), on PostgreSQL COPY, the batches made off the loop thread. How many rows;
+        only inside ``Database.write()``; whatever ``batches`` raises propagates."""
+        if not self.writing:
+            raise RuntimeError("copy_rows runs inside Database.write() only")
+        if self._sync is not None:
+            raw = self._sync.connection.dbapi_connection
+            return await asyncio.to_thread(SqliteCopy(table).run, raw, batches)  # type: ignore[arg-type]
+
+        async def next_batch() -> Any:
+            return await asyncio.to_thread(next, batches, None)
+
+        return await PostgresCopy(table).run(await self.driver(), next_batch)
 
     async def driver(self) -> Any:
         """The psycopg connection under this transaction (PostgreSQL only): for libraries
