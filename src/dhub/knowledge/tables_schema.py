@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -219,6 +220,12 @@ def from_json(kind: ColumnType, value: Any) -> Any:
     """A JSON value as ``kind`` stores it (not None; the caller checks nullability)."""
     if kind == "json":
         return value
+    if kind == "date" and type(value) is date:
+        return value
+    if kind == "datetime" and isinstance(value, datetime):
+        return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
+    if kind == "number" and isinstance(value, Decimal):
+        return _number(float(value))
     if kind == "string" and isinstance(value, str):
         if len(value) > MAX_STRING:
             raise BadValue(f"a string of {len(value)} characters is longer than {MAX_STRING}")
@@ -238,37 +245,56 @@ def from_json(kind: ColumnType, value: Any) -> Any:
     raise BadValue(f"{shown(value)} is not {_a(kind)}")
 
 
-def from_text(kind: ColumnType, text: str) -> Any:
-    """A text cell (CSV) as ``kind`` stores it; the empty string is null (None)."""
-    if text == "":
-        return None
-    if kind == "string":
-        if len(text) > MAX_STRING:
-            raise BadValue(f"a string of {len(text)} characters is longer than {MAX_STRING}")
-        return text
-    if kind == "integer":
-        if not _INTEGER.fullmatch(text):
-            raise BadValue(f"{shown(text)} is not an integer")
-        return _integer(int(text))
-    if kind == "number":
-        if not _NUMBER.fullmatch(text):
-            raise BadValue(f"{shown(text)} is not a number")
-        return _number(float(text))
-    if kind == "boolean":
-        low = text.lower()
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
-        raise BadValue(f"{shown(text)} is not a boolean (true or false)")
-    if kind == "date":
-        return _parse_date(text)
-    if kind == "datetime":
-        return _parse_datetime(text)
+def _text_integer(text: str) -> int:
+    if not _INTEGER.fullmatch(text):
+        raise BadValue(f"{shown(text)} is not an integer")
+    return _integer(int(text))
+
+
+def _text_number(text: str) -> float:
+    if not _NUMBER.fullmatch(text):
+        raise BadValue(f"{shown(text)} is not a number")
+    return _number(float(text))
+
+
+def _text_boolean(text: str) -> bool:
+    low = text.lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise BadValue(f"{shown(text)} is not a boolean (true or false)")
+
+
+def _text_string(text: str) -> str:
+    if len(text) > MAX_STRING:
+        raise BadValue(f"a string of {len(text)} characters is longer than {MAX_STRING}")
+    return text
+
+
+def _text_json(text: str) -> Any:
     try:  # json cells hold JSON text
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         raise BadValue(f"{shown(text)} is not JSON") from None
+
+
+TEXT_CONVERTERS: dict[ColumnType, Callable[[str], Any]] = {
+    "string": _text_string,
+    "number": _text_number,
+    "integer": _text_integer,
+    "boolean": _text_boolean,
+    "date": _parse_date,
+    "datetime": _parse_datetime,
+    "json": _text_json,
+}
+
+
+def from_text(kind: ColumnType, text: str) -> Any:
+    """A text cell (CSV) as ``kind`` stores it; the empty string is null (None)."""
+    if text == "":
+        return None
+    return TEXT_CONVERTERS[kind](text)
 
 
 def to_json(value: Any) -> Any:
@@ -306,7 +332,7 @@ class TextInference:
                 continue
             for kind in list(left):
                 try:
-                    from_text(kind, text)
+                    TEXT_CONVERTERS[kind](text)
                 except BadValue:
                     left.discard(kind)
 

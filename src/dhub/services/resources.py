@@ -92,45 +92,55 @@ class ResourceService:
         return {"valid": not errors, "errors": [e.as_dict() for e in errors]}
 
     async def create(self, principal: Principal, category: str, doc: Any) -> ResourceView:
+        spec = self.checked(category, doc)
+        async with self.db.write() as conn:
+            return await self.create_in(conn, principal, spec)
+
+    @staticmethod
+    def checked(category: str, doc: Any) -> ResourceSpec:
+        """``doc`` as a document of ``category``, or InvalidInput with every problem."""
         spec, errors = collect_resource_errors(_kind(category), doc)
         if errors or spec is None:
             raise InvalidInput(errors)
         _check_not_home(spec)
+        return spec
+
+    async def create_in(self, conn: Conn, principal: Principal, spec: ResourceSpec) -> ResourceView:
+        """Store a checked document in the caller's write transaction (a table made by an
+        import: the table and its rows in one transaction)."""
+        category = spec.category
         resource_id, now = new_id(category), now_ms()
-        async with self.db.write() as conn:
-            errors = await self._references(conn, principal, spec)
-            if errors:
-                raise InvalidInput(errors)
-            to = await placement.resolve(
-                conn, principal, category, spec.folder_id, spec.collection_id
+        errors = await self._references(conn, principal, spec)
+        if errors:
+            raise InvalidInput(errors)
+        to = await placement.resolve(conn, principal, category, spec.folder_id, spec.collection_id)
+        spec = placement.placed(spec, to)
+        await self._check_name_free(conn, principal, spec, None)
+        document = spec.model_dump_json()
+        try:
+            await repo.insert_resource(
+                conn,
+                {
+                    **_indexed(spec),
+                    "id": resource_id,
+                    "category": category,
+                    "version": 1,
+                    "document": document,
+                    "is_builtin": False,
+                    "created_by": principal.user_id,
+                    "created_at": now,
+                    "updated_at": now,
+                },
             )
-            spec = placement.placed(spec, to)
-            await self._check_name_free(conn, principal, spec, None)
-            document = spec.model_dump_json()
-            try:
-                await repo.insert_resource(
-                    conn,
-                    {
-                        **_indexed(spec),
-                        "id": resource_id,
-                        "category": category,
-                        "version": 1,
-                        "document": document,
-                        "is_builtin": False,
-                        "created_by": principal.user_id,
-                        "created_at": now,
-                        "updated_at": now,
-                    },
-                )
-            except IntegrityError as exc:  # lost a race for the name
-                raise _name_conflict(spec, None, principal) from exc
-            await repo.insert_version(conn, resource_id, 1, document, principal.user_id, now)
-            await table_schema.created(conn, resource_id, spec)
-            await set_tags(conn, resource_id, spec.tags or [])
-            await shares.add_owners(conn, resource_id, [principal.user_id])
-            await tree.place(conn, resource_id, to.parent)
-            await audit.record(conn, principal.user_id, f"{category}.create", resource_id, None, 1)
-            found = await repo.get_resource(conn, resource_id, sorted(principal.principal_ids))
+        except IntegrityError as exc:  # lost a race for the name
+            raise _name_conflict(spec, None, principal) from exc
+        await repo.insert_version(conn, resource_id, 1, document, principal.user_id, now)
+        await table_schema.created(conn, resource_id, spec)
+        await set_tags(conn, resource_id, spec.tags or [])
+        await shares.add_owners(conn, resource_id, [principal.user_id])
+        await tree.place(conn, resource_id, to.parent)
+        await audit.record(conn, principal.user_id, f"{category}.create", resource_id, None, 1)
+        found = await repo.get_resource(conn, resource_id, sorted(principal.principal_ids))
         assert found is not None
         return ResourceView(found.record, found.owners, "owner", found.above)
 

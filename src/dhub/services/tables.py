@@ -5,6 +5,7 @@ random id."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,7 @@ from dhub.domain.bounds import MAX_ERRORS
 from dhub.domain.errors import FieldError, InvalidInput, NotFound
 from dhub.domain.pointers import join
 from dhub.domain.resources import TableColumn, TableSpec
+from dhub.knowledge.tables_import import MAX_PROBLEMS, ImportProblems, Source, batches, infer
 from dhub.knowledge.tables_schema import ROW_ID, BadValue, column_key, from_json, to_json
 from dhub.services.resources import ResourceService, ResourceView
 from dhub.services.table_schema import spec_of
@@ -126,6 +128,7 @@ class TableService:
     def __init__(self, db: Database, resources: ResourceService) -> None:
         self.db = db
         self.resources = resources
+        self.imports = TableImports(self)
 
     async def load(
         self, conn: Conn, principal: Principal, table_id: str, action: policy.Action
@@ -208,3 +211,57 @@ def row_ids_of(body: Any) -> list[int]:
         message = f'Send {{"row_ids": [1, 2, ...]}}: 1 to {MAX_APPEND_ROWS} row ids.'
         raise InvalidInput([FieldError("/row_ids", message, "type")])
     return ids
+
+
+# -- imports ------------------------------------------------------------------------------------
+
+
+def _problems(exc: ImportProblems) -> InvalidInput:
+    errors = [FieldError("/file", p, "invalid_file") for p in exc.problems]
+    count = len(errors)
+    more = " (the first 20)" if count >= MAX_PROBLEMS else ""
+    return InvalidInput(
+        errors,
+        f"The file cannot be imported{more}: "
+        + "; ".join(exc.problems[:3])
+        + ("; ..." if count > 3 else ""),
+    )
+
+
+class TableImports:
+    """Tables made from files, and files appended to tables: the rows go in by the
+    database's bulk path (store/bulk.py), in one transaction with the table's creation."""
+
+    def __init__(self, tables: TableService) -> None:
+        self.tables = tables
+        self.db = tables.db
+
+    async def create(
+        self, principal: Principal, source: Source, doc: dict[str, Any]
+    ) -> tuple[ResourceView, int]:
+        """A new table with the file's columns (types inferred) and rows."""
+        try:
+            columns = await asyncio.to_thread(infer, source)
+        except ImportProblems as exc:
+            raise _problems(exc) from None
+        body = {**doc, "columns": [c.model_dump(exclude_defaults=True) for c in columns]}
+        spec = self.tables.resources.checked("table", body)
+        assert isinstance(spec, TableSpec)
+        async with self.db.write() as conn:
+            view = await self.tables.resources.create_in(conn, principal, spec)
+            count = await self._copy(conn, view.record.id, spec, source)
+        return view, count
+
+    async def append(self, principal: Principal, table_id: str, source: Source) -> int:
+        """The file's rows appended to a table the caller may edit; columns by name."""
+        async with self.db.write() as conn:
+            found = await self.tables.load(conn, principal, table_id, "edit")
+            return await self._copy(conn, found.id, found.spec, source)
+
+    @staticmethod
+    async def _copy(conn: Conn, table_id: str, spec: TableSpec, source: Source) -> int:
+        table = table_rows.table_of(table_id, spec.columns)
+        try:
+            return await table_rows.copy_rows(conn, table, batches(source, spec.columns))
+        except ImportProblems as exc:
+            raise _problems(exc) from None

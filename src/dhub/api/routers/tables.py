@@ -4,17 +4,25 @@ resource itself (its columns, sharing, versions) has the endpoints every kind ha
 
 from __future__ import annotations
 
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Request, Response
+from fastapi import Path as PathParam
 
 from dhub.api.deps import Ctx, json_body
 from dhub.api.query import PAGE_PARAMETERS, parse_page
+from dhub.api.render import resource_json
 from dhub.api.responses import ERROR_RESPONSES, JSON
+from dhub.domain.errors import FieldError, InvalidInput, TooLarge
+from dhub.knowledge.tables_import import FORMATS, Format, Source
 from dhub.services.tables import row_ids_of
 
 router = APIRouter(prefix="/tables", tags=["tables"], responses=ERROR_RESPONSES)
-RowId = Annotated[int, Path(ge=1, le=2**63 - 1)]
+RowId = Annotated[int, PathParam(ge=1, le=2**63 - 1)]
 
 
 def _body(schema: dict[str, Any]) -> dict[str, Any]:
@@ -92,3 +100,116 @@ async def delete_row(table_id: str, row_id: RowId, ctx: Ctx) -> Response:
 async def delete_rows(table_id: str, request: Request, ctx: Ctx) -> Response:
     ids = row_ids_of(await json_body(request))
     return JSON({"deleted": await ctx.svc.tables.delete_rows(ctx.who, table_id, ids)})
+
+
+# -- imports ------------------------------------------------------------------------------------
+
+MAX_IMPORT_BYTES = 512 * 1024 * 1024
+_CONTENT_TYPES: dict[str, Format] = {
+    "text/csv": "csv",
+    "application/csv": "csv",
+    "application/x-ndjson": "jsonl",
+    "application/jsonl": "jsonl",
+    "application/x-jsonlines": "jsonl",
+    "application/vnd.apache.parquet": "parquet",
+    "application/x-parquet": "parquet",
+}
+_FILE_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "description": "The file itself (not a multipart form).",
+        "content": {
+            "text/csv": {"schema": {"type": "string"}},
+            "application/x-ndjson": {"schema": {"type": "string"}},
+            "application/vnd.apache.parquet": {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
+_FORMAT_PARAMETER = {
+    "name": "format",
+    "in": "query",
+    "required": False,
+    "schema": {"type": "string", "enum": list(FORMATS)},
+    "description": "csv, jsonl or parquet; without it, the Content-Type says.",
+}
+
+
+def _format(request: Request) -> Format:
+    named = request.query_params.get("format")
+    content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    found = named if named is not None else _CONTENT_TYPES.get(content_type)
+    if found not in FORMATS:
+        message = (
+            "Say what the file is: ?format=csv, jsonl or parquet (or a Content-Type of "
+            "text/csv, application/x-ndjson or application/vnd.apache.parquet)."
+        )
+        raise InvalidInput([FieldError("/query/format", message, "format")])
+    return found
+
+
+@asynccontextmanager
+async def _spooled(request: Request, file_format: Format) -> AsyncIterator[Source]:
+    """The request body in a temporary file (deleted afterwards), refused past the limit
+    while it streams in."""
+    handle = tempfile.NamedTemporaryFile(prefix="dhub-import-", delete=False)  # noqa: SIM115
+    path = Path(handle.name)
+    try:
+        size = 0
+        with handle:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_IMPORT_BYTES:
+                    raise TooLarge(
+                        f"The file is over {MAX_IMPORT_BYTES // (1024 * 1024)} MiB: split it and "
+                        "import the parts into the table one after another "
+                        "(POST /api/v1/tables/{id}/import)."
+                    )
+                handle.write(chunk)
+        yield Source(path, file_format)
+    finally:
+        path.unlink(missing_ok=True)  # noqa: ASYNC240 (one unlink of a local file)
+
+
+@router.post(
+    "/import",
+    status_code=201,
+    openapi_extra={
+        **_FILE_BODY,
+        "parameters": [
+            {"name": "name", "in": "query", "required": True, "schema": {"type": "string"}},
+            _FORMAT_PARAMETER,
+            *(
+                {"name": n, "in": "query", "required": False, "schema": {"type": "string"}}
+                for n in ("description", "folder_id", "collection_id", "alias")
+            ),
+        ],
+    },
+    name="import_table",
+    summary="Create a table from a CSV, JSON Lines or Parquet file (column types inferred)",
+)
+async def import_new(request: Request, ctx: Ctx) -> Response:
+    params = request.query_params
+    doc: dict[str, Any] = {"name": params.get("name"), "description": params.get("description", "")}
+    for name in ("folder_id", "collection_id", "alias"):
+        if params.get(name):
+            doc[name] = params[name]
+    if not doc["name"]:
+        message = "Name the new table: ?name=sales"
+        raise InvalidInput([FieldError("/query/name", message, "required")])
+    async with _spooled(request, _format(request)) as source:
+        view, count = await ctx.svc.tables.imports.create(ctx.who, source, doc)
+    body = b'{"table":' + resource_json(view) + b',"inserted":' + str(count).encode() + b"}"
+    location = f"/api/v1/tables/{view.record.id}"
+    return Response(body, 201, headers={"Location": location}, media_type="application/json")
+
+
+@router.post(
+    "/{table_id}/import",
+    openapi_extra={**_FILE_BODY, "parameters": [_FORMAT_PARAMETER]},
+    name="import_table_rows",
+    summary="Append a file's rows to a table (columns matched by name)",
+)
+async def import_into(table_id: str, request: Request, ctx: Ctx) -> Response:
+    async with _spooled(request, _format(request)) as source:
+        count = await ctx.svc.tables.imports.append(ctx.who, table_id, source)
+    return JSON({"inserted": count})

@@ -1,0 +1,314 @@
+"""Reading CSV, JSON Lines and Parquet files into table rows: column names and types inferred
+from a whole file (``infer``), then the file's rows as the stored values of a table's
+columns, a batch at a time (``batches``). Every problem names the row (1 = the first data
+row) and the column: "row 17, column 'price': 'abc' is not a number". Reads a local file;
+nothing else."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from dhub.domain.resources import MAX_COLUMNS, ColumnType, TableColumn
+from dhub.knowledge.tables_schema import (
+    TEXT_CONVERTERS,
+    BadValue,
+    TextInference,
+    column_key,
+    from_json,
+    header_names,
+    json_kind,
+    merge_kinds,
+)
+
+Format = Literal["csv", "jsonl", "parquet"]
+FORMATS: tuple[Format, ...] = ("csv", "jsonl", "parquet")
+BATCH = 10_000
+MAX_PROBLEMS = 20
+csv.field_size_limit(min(sys.maxsize, 2**31 - 1))
+
+
+class ImportProblems(Exception):
+    """What is wrong with a file, each problem a sentence naming row and column."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems[:3]))
+        self.problems = problems
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    path: Path
+    format: Format
+
+
+# -- the file's own columns ---------------------------------------------------------------------
+
+
+def infer(source: Source) -> list[TableColumn]:
+    """Columns for a new table: names from the header (or JSON keys, or Parquet fields),
+    made identifiers (tables_schema.header_names), types inferred from every value;
+    all nullable."""
+    if source.format == "csv":
+        return _infer_csv(source.path)
+    if source.format == "jsonl":
+        return _infer_jsonl(source.path)
+    return _infer_parquet(source.path)
+
+
+def _columns(names: Sequence[str], kinds: Sequence[ColumnType]) -> list[TableColumn]:
+    if not names:
+        raise ImportProblems(["the file has no columns"])
+    if len(names) > MAX_COLUMNS:
+        raise ImportProblems([f"the file has {len(names)} columns; a table holds {MAX_COLUMNS}"])
+    return [TableColumn(name=n, type=k) for n, k in zip(names, kinds, strict=True)]
+
+
+def _csv_rows(path: Path) -> Iterator[list[str]]:
+    with path.open(newline="", encoding="utf-8-sig", errors="strict") as f:
+        try:
+            yield from csv.reader(f)
+        except UnicodeDecodeError as exc:
+            raise ImportProblems([f"the file is not UTF-8 text ({exc.reason})"]) from None
+        except csv.Error as exc:
+            raise ImportProblems([f"the CSV cannot be read: {exc}"]) from None
+
+
+def _infer_csv(path: Path) -> list[TableColumn]:
+    rows = _csv_rows(path)
+    header = next(rows, None)
+    if header is None:
+        raise ImportProblems(["the file is empty: a CSV starts with a header row"])
+    inference = TextInference(len(header))
+    for row in rows:
+        inference.add(row)
+    return _columns(header_names(header), inference.types())
+
+
+def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(row number, object) of each non-blank line."""
+    number = 0
+    with path.open("rb") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            number += 1
+            try:
+                value = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                raise ImportProblems([f"row {number}: not JSON"]) from None
+            if not isinstance(value, dict):
+                raise ImportProblems([f"row {number}: a row is a JSON object"])
+            yield number, value
+
+
+def _infer_jsonl(path: Path) -> list[TableColumn]:
+    kinds: dict[str, ColumnType | None] = {}
+    for _, row in _json_lines(path):
+        for key, value in row.items():
+            kinds[key] = merge_kinds(kinds.get(key), json_kind(value))
+    keys = list(kinds)
+    return _columns(header_names(keys), [kinds[k] or "string" for k in keys])
+
+
+def _parquet_kind(arrow_type: Any) -> ColumnType:
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_boolean(arrow_type):
+        return "boolean"
+    if t.is_integer(arrow_type):
+        return "integer"
+    if t.is_floating(arrow_type) or t.is_decimal(arrow_type):
+        return "number"
+    if t.is_date(arrow_type):
+        return "date"
+    if t.is_timestamp(arrow_type):
+        return "datetime"
+    if t.is_string(arrow_type) or t.is_large_string(arrow_type):
+        return "string"
+    if t.is_dictionary(arrow_type):
+        return _parquet_kind(arrow_type.value_type)
+    return "json"  # lists, structs, maps, anything else: as JSON
+
+
+def _parquet_file(path: Path) -> Any:
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises its own errors for a damaged file
+        raise ImportProblems([f"the file is not Parquet: {exc}"]) from None
+
+
+def _infer_parquet(path: Path) -> list[TableColumn]:
+    schema = _parquet_file(path).schema_arrow
+    return _columns(header_names(schema.names), [_parquet_kind(f.type) for f in schema])
+
+
+# -- rows for a table ---------------------------------------------------------------------------
+
+
+def _mapping(
+    names: Sequence[str], columns: Sequence[TableColumn], where: str = "", whole: bool = True
+) -> list[int | None]:
+    """For each column of the table, the index of the file's column holding it (None: the
+    file has none). Names are matched as header_names makes them, whatever the case.
+    ``whole``: the names are the whole file's (a required column must be among them)."""
+    made = [column_key(n) for n in header_names(names)]
+    by_key = {key: i for i, key in enumerate(made)}
+    known_keys = {column_key(c.name) for c in columns}
+    unknown = [names[i] for i, key in enumerate(made) if key not in known_keys]
+    problems = []
+    if unknown:
+        known = ", ".join(c.name for c in columns)
+        shown = ", ".join(f"'{n}'" for n in unknown[:10])
+        problems.append(f"{where}the table has no column for {shown} (its columns: {known})")
+    found = [by_key.get(column_key(c.name)) for c in columns]
+    if whole:
+        problems += [
+            f"column '{c.name}' is required, and the file has no such column"
+            for c, i in zip(columns, found, strict=True)
+            if i is None and not c.nullable
+        ]
+    if problems:
+        raise ImportProblems(problems)
+    return found
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.found: list[str] = []
+
+    def add(self, message: str) -> None:
+        self.found.append(message)
+        if len(self.found) >= MAX_PROBLEMS:
+            self.stop()
+
+    def stop(self) -> None:
+        if self.found:
+            raise ImportProblems(self.found)
+
+
+def batches(source: Source, columns: Sequence[TableColumn]) -> Iterator[list[list[Any]]]:
+    """The file's rows as the values of ``columns`` (in order), ``BATCH`` rows at a time.
+    Raises ImportProblems (up to 20 problems) when the file does not fit the columns; rows
+    before the first problem may have been yielded (the caller's transaction rolls back)."""
+    if source.format == "csv":
+        return _csv_batches(source.path, columns)
+    if source.format == "jsonl":
+        return _jsonl_batches(source.path, columns)
+    return _parquet_batches(source.path, columns)
+
+
+def _csv_batches(path: Path, columns: Sequence[TableColumn]) -> Iterator[list[list[Any]]]:
+    rows = _csv_rows(path)
+    header = next(rows, None)
+    if header is None:
+        raise ImportProblems(["the file is empty: a CSV starts with a header row"])
+    mapping = _mapping(header, columns)
+    width = len(header)
+    plan = [
+        (i, TEXT_CONVERTERS[c.type], c.nullable, c.name)
+        for i, c in zip(mapping, columns, strict=True)
+    ]
+    problems = _Problems()
+    batch: list[list[Any]] = []
+    for number, row in enumerate(rows, start=1):
+        if len(row) != width:
+            if not row:
+                continue  # a blank line
+            problems.add(f"row {number} has {len(row)} values; the header has {width} columns")
+            continue
+        out: list[Any] = []
+        for i, convert, nullable, name in plan:
+            text = row[i] if i is not None else ""
+            if text == "":
+                if not nullable:
+                    problems.add(f"row {number}, column '{name}': a value is required")
+                out.append(None)
+                continue
+            try:
+                out.append(convert(text))
+            except BadValue as exc:
+                problems.add(f"row {number}, column '{name}': {exc}")
+                out.append(None)
+        batch.append(out)
+        if len(batch) >= BATCH:
+            problems.stop()
+            yield batch
+            batch = []
+    problems.stop()
+    if batch:
+        yield batch
+
+
+def _value_rows(
+    rows: Iterator[tuple[int, list[Any]]], columns: Sequence[TableColumn]
+) -> Iterator[list[list[Any]]]:
+    """Rows of native values (JSON's, or Parquet's) in the columns' order, converted."""
+    plan: list[tuple[ColumnType, bool, str]] = [(c.type, c.nullable, c.name) for c in columns]
+    problems = _Problems()
+    batch: list[list[Any]] = []
+    for number, values in rows:
+        out: list[Any] = []
+        for value, (kind, nullable, name) in zip(values, plan, strict=True):
+            if value is None:
+                if not nullable:
+                    problems.add(f"row {number}, column '{name}': a value is required")
+                out.append(None)
+                continue
+            try:
+                out.append(from_json(kind, value))
+            except BadValue as exc:
+                problems.add(f"row {number}, column '{name}': {exc}")
+                out.append(None)
+        batch.append(out)
+        if len(batch) >= BATCH:
+            problems.stop()
+            yield batch
+            batch = []
+    problems.stop()
+    if batch:
+        yield batch
+
+
+def _jsonl_batches(path: Path, columns: Sequence[TableColumn]) -> Iterator[list[list[Any]]]:
+    def rows() -> Iterator[tuple[int, list[Any]]]:
+        mappings: dict[tuple[str, ...], list[int | None]] = {}  # by the row's keys, in order
+        for number, row in _json_lines(path):
+            keys = tuple(row)
+            index = mappings.get(keys)
+            if index is None:
+                if len(mappings) > 1000:
+                    mappings.clear()
+                index = mappings[keys] = _mapping(keys, columns, f"row {number}: ", whole=False)
+            values = list(row.values())
+            yield number, [values[i] if i is not None else None for i in index]
+
+    return _value_rows(rows(), columns)
+
+
+def _parquet_batches(path: Path, columns: Sequence[TableColumn]) -> Iterator[list[list[Any]]]:
+    file = _parquet_file(path)
+    mapping = _mapping(file.schema_arrow.names, columns)
+
+    def rows() -> Iterator[tuple[int, list[Any]]]:
+        number = 0
+        for record_batch in file.iter_batches(batch_size=BATCH):
+            size = record_batch.num_rows
+            values = [
+                record_batch.column(i).to_pylist() if i is not None else [None] * size
+                for i in mapping
+            ]
+            for row in zip(*values, strict=True):
+                number += 1
+                yield number, list(row)
+
+    return _value_rows(rows(), columns)
