@@ -126,7 +126,7 @@ def test_errors_point_at_row_and_column(client: TestClient) -> None:
     wrong = problems(
         client.post(
             f"{TABLES}/{table_id}/import", params={"format": "csv"}, content="name,colour\nx,red\n"
-        )  # fmt: skip
+        )
     )
     assert wrong == ["the table has no column for 'colour' (its columns: name, price, day)"]
     missing = problems(
@@ -138,7 +138,7 @@ def test_errors_point_at_row_and_column(client: TestClient) -> None:
             f"{TABLES}/{table_id}/import",
             params={"format": "jsonl"},
             content=b'{"name": "a"}\n[1]\n',
-        )  # fmt: skip
+        )
     )
     assert bad_json == ["row 2: a row is a JSON object"]
     wrong_type = problems(
@@ -146,7 +146,7 @@ def test_errors_point_at_row_and_column(client: TestClient) -> None:
             f"{TABLES}/{table_id}/import",
             params={"format": "jsonl"},
             content=b'{"name": "a", "price": "12"}\n',
-        )  # fmt: skip
+        )
     )
     assert wrong_type == ["row 1, column 'price': '12' is not a number"]
 
