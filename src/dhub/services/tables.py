@@ -8,27 +8,31 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from sqlalchemy.exc import DBAPIError
 
 from dhub.access import policy
 from dhub.access.principal import Principal
 from dhub.domain.bounds import MAX_ERRORS
-from dhub.domain.errors import FieldError, InvalidInput, NotFound
+from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
 from dhub.domain.pointers import join
 from dhub.domain.resources import TableColumn, TableSpec
 from dhub.knowledge.tables_import import MAX_PROBLEMS, ImportProblems, Source, batches, infer
+from dhub.knowledge.tables_query import compile_query, encode_offset, result_rows
 from dhub.knowledge.tables_schema import ROW_ID, BadValue, column_key, from_json, to_json
 from dhub.services.resources import ResourceService, ResourceView
 from dhub.services.table_schema import spec_of
-from dhub.store import table_rows
+from dhub.store import table_reads, table_rows
 from dhub.store.db import Conn, Database
 
 MAX_APPEND_ROWS = 10_000  # rows in one append request (imports take files)
 MAX_PAGE = 1000
+QUERY_SECONDS = 10.0  # a structured query's or SQL query's time limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +133,7 @@ class TableService:
         self.db = db
         self.resources = resources
         self.imports = TableImports(self)
+        self.query_seconds = QUERY_SECONDS
 
     async def load(
         self, conn: Conn, principal: Principal, table_id: str, action: policy.Action
@@ -189,6 +194,34 @@ class TableService:
         async with self.db.write() as conn:
             found = await self.load(conn, principal, table_id, "edit")
             return await table_rows.delete_rows(conn, found.table(), row_ids)
+
+    async def query(self, principal: Principal, table_id: str, body: Any) -> dict[str, Any]:
+        """A structured query (knowledge/tables_query.py) of a table the caller may read."""
+        async with self.db.read(snapshot=True) as conn:
+            found = await self.load(conn, principal, table_id, "read")
+        compiled = compile_query(body, found.spec.columns, found.table())
+        rows = await self._select(compiled.statement)
+        limit = compiled.limit
+        more = len(rows) > limit
+        return {
+            "columns": [{"name": c.name, "type": c.type} for c in compiled.columns],
+            "rows": result_rows(compiled.columns, rows[:limit]),
+            "next_cursor": encode_offset(compiled.offset + limit) if more else None,
+        }
+
+    async def _select(self, statement: Any) -> list[Sequence[Any]]:
+        try:
+            return await table_reads.select_rows(self.db, statement, self.query_seconds)
+        except table_reads.QueryTimeout:
+            raise InvalidInput([FieldError("", self._timeout(), "timeout")]) from None
+        except (sqlite3.OperationalError, DBAPIError) as exc:  # dropped or altered meanwhile
+            raise Conflict("The table changed while the query ran: try again.") from exc
+
+    def _timeout(self) -> str:
+        return (
+            f"The query ran past its time limit ({self.query_seconds:g} s) and was stopped: "
+            "filter the rows more, or aggregate them."
+        )
 
     async def row_count(self, principal: Principal, table_id: str) -> int:
         async with self.db.read(snapshot=True) as conn:

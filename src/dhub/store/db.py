@@ -181,6 +181,29 @@ class Database:
     def _sqlite_path(self) -> str:
         return make_url(self.url).database or ":memory:"
 
+    @property
+    def sqlite_path(self) -> str | None:
+        """The SQLite file (None on PostgreSQL), for read-only connections of its own
+        (store/table_reads.py)."""
+        return self._sqlite_path() if self.is_sqlite else None
+
+    @asynccontextmanager
+    async def read_only(self, timeout_seconds: float) -> AsyncIterator[AsyncConnection]:
+        """PostgreSQL: a READ ONLY transaction whose statements are cancelled after
+        ``timeout_seconds`` (SET LOCAL statement_timeout); rolled back at the end."""
+        assert self._async is not None, "read_only is PostgreSQL's; SQLite: sqlite_path"
+        async with self._async.connect() as aconn:
+            await aconn.begin()
+            try:
+                await aconn.execute(text("SET TRANSACTION READ ONLY"))
+                await aconn.execute(
+                    text("SELECT set_config('statement_timeout', :ms, true)"),
+                    {"ms": str(max(1, int(timeout_seconds * 1000)))},
+                )
+                yield aconn
+            finally:
+                await aconn.rollback()
+
     @asynccontextmanager
     async def read(self, snapshot: bool = False) -> AsyncIterator[Conn]:
         """A read-only connection. ``snapshot``: every statement sees the same committed state

@@ -102,6 +102,17 @@ async def delete_rows(table_id: str, request: Request, ctx: Ctx) -> Response:
     return JSON({"deleted": await ctx.svc.tables.delete_rows(ctx.who, table_id, ids)})
 
 
+@router.post(
+    "/{table_id}/query",
+    openapi_extra=_body({"type": "object"}),
+    name="query_table",
+    summary="Filter, select, group and aggregate, sort and page a table's rows",
+)
+async def query(table_id: str, request: Request, ctx: Ctx) -> Response:
+    body = await json_body(request)
+    return JSON(await ctx.svc.tables.query(ctx.who, table_id, body))
+
+
 # -- imports ------------------------------------------------------------------------------------
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
