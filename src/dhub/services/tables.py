@@ -11,6 +11,7 @@ import binascii
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import orjson
@@ -24,7 +25,21 @@ from dhub.domain.pointers import join
 from dhub.domain.resources import TableColumn, TableSpec
 from dhub.knowledge.tables_import import MAX_PROBLEMS, ImportProblems, Source, batches, infer
 from dhub.knowledge.tables_query import compile_query, encode_offset, result_rows
-from dhub.knowledge.tables_schema import ROW_ID, BadValue, column_key, from_json, to_json
+from dhub.knowledge.tables_schema import (
+    ROW_ID,
+    BadValue,
+    column_key,
+    from_json,
+    physical_name,
+    to_json,
+)
+from dhub.knowledge.tables_sql import (
+    SQLITE_FUNCTIONS,
+    Dialect,
+    SqlRefused,
+    SqlTable,
+    check_sql,
+)
 from dhub.services.resources import ResourceService, ResourceView
 from dhub.services.table_schema import spec_of
 from dhub.store import table_reads, table_rows
@@ -33,6 +48,8 @@ from dhub.store.db import Conn, Database
 MAX_APPEND_ROWS = 10_000  # rows in one append request (imports take files)
 MAX_PAGE = 1000
 QUERY_SECONDS = 10.0  # a structured query's or SQL query's time limit
+DEFAULT_SQL_ROWS = 1000
+MAX_SQL_ROWS = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +71,19 @@ def row_json(columns: Sequence[TableColumn], row: Sequence[Any]) -> dict[str, An
     for column, value in zip(columns, row[1:], strict=True):
         out[column.name] = to_json(value)
     return out
+
+
+def sql_value(value: Any) -> Any:
+    """A value a SQL query returned, as JSON carries it (PostgreSQL gives decimals)."""
+    if isinstance(value, Decimal):
+        return (
+            int(value)
+            if value == value.to_integral_value() and abs(value) < 2**53
+            else float(value)
+        )
+    if isinstance(value, bytes):
+        return value.hex()
+    return to_json(value)
 
 
 def encode_after(after: int) -> str:
@@ -222,6 +252,61 @@ class TableService:
             f"The query ran past its time limit ({self.query_seconds:g} s) and was stopped: "
             "filter the rows more, or aggregate them."
         )
+
+    async def sql(
+        self,
+        principal: Principal,
+        sql: Any,
+        table_ids: Sequence[str],
+        max_rows: int = DEFAULT_SQL_ROWS,
+        hide_unreadable: bool = False,
+    ) -> dict[str, Any]:
+        """Read-only SQL (knowledge/tables_sql.py) over ``table_ids``, each of which the
+        caller must be able to read: an id it cannot answers like a random id (NotFound),
+        or, with ``hide_unreadable`` (an agent's tables), is left out of the query's tables,
+        so naming it gets the same answer as naming a table that does not exist."""
+        tables = await self.readable(principal, table_ids, hide_unreadable)
+        dialect: Dialect = "sqlite" if self.db.is_sqlite else "postgres"
+        try:
+            checked = check_sql(sql, tables, dialect, max_rows)
+        except SqlRefused as exc:
+            raise InvalidInput([FieldError("/sql", str(exc), "refused")]) from None
+        try:
+            result = await table_reads.sql_rows(
+                self.db,
+                checked.sql,
+                self.query_seconds,
+                max_rows,
+                [*(t.physical for t in checked.tables), *checked.ctes],
+                SQLITE_FUNCTIONS,
+            )
+        except table_reads.QueryTimeout:
+            raise InvalidInput([FieldError("/sql", self._timeout(), "timeout")]) from None
+        except table_reads.QueryFailed as exc:
+            message = f"The database refused the query: {exc}"
+            raise InvalidInput([FieldError("/sql", message, "refused")]) from None
+        return {
+            "columns": result.columns,
+            "rows": [[sql_value(v) for v in row] for row in result.rows],
+            "truncated": result.truncated,
+        }
+
+    async def readable(
+        self, principal: Principal, table_ids: Sequence[str], hide_unreadable: bool = False
+    ) -> list[SqlTable]:
+        out = []
+        async with self.db.read(snapshot=True) as conn:
+            for table_id in dict.fromkeys(table_ids):
+                try:
+                    found = await self.load(conn, principal, table_id, "read")
+                except NotFound:
+                    if hide_unreadable:
+                        continue
+                    raise
+                name = found.view.record.name
+                physical = physical_name(found.id)
+                out.append(SqlTable(found.id, name, physical, found.spec.columns))
+        return out
 
     async def row_count(self, principal: Principal, table_id: str) -> int:
         async with self.db.read(snapshot=True) as conn:

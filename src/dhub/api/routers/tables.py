@@ -19,7 +19,7 @@ from dhub.api.render import resource_json
 from dhub.api.responses import ERROR_RESPONSES, JSON
 from dhub.domain.errors import FieldError, InvalidInput, TooLarge
 from dhub.knowledge.tables_import import FORMATS, Format, Source
-from dhub.services.tables import row_ids_of
+from dhub.services.tables import DEFAULT_SQL_ROWS, MAX_SQL_ROWS, row_ids_of
 
 router = APIRouter(prefix="/tables", tags=["tables"], responses=ERROR_RESPONSES)
 RowId = Annotated[int, PathParam(ge=1, le=2**63 - 1)]
@@ -111,6 +111,52 @@ async def delete_rows(table_id: str, request: Request, ctx: Ctx) -> Response:
 async def query(table_id: str, request: Request, ctx: Ctx) -> Response:
     body = await json_body(request)
     return JSON(await ctx.svc.tables.query(ctx.who, table_id, body))
+
+
+_SQL_BODY = _body(
+    {
+        "type": "object",
+        "properties": {
+            "sql": {"type": "string", "description": "One SELECT (UNION and WITH are fine)."},
+            "tables": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "The ids of the tables it may read (by their names).",
+            },
+            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_SQL_ROWS},
+        },
+        "required": ["sql", "tables"],
+    }
+)
+
+
+@router.post(
+    "/sql",
+    openapi_extra=_SQL_BODY,
+    name="table_sql",
+    summary="Read-only SQL over the tables named in the body (checked, row and time limits)",
+)
+async def sql(request: Request, ctx: Ctx) -> Response:
+    body = await json_body(request)
+    if not isinstance(body, dict):
+        raise InvalidInput([FieldError("", 'Send {"sql": ..., "tables": [ids]}.', "type")])
+    tables = body.get("tables")
+    limit = body.get("limit", DEFAULT_SQL_ROWS)
+    errors = []
+    if (
+        not isinstance(tables, list)
+        or not tables
+        or len(tables) > 50
+        or not all(isinstance(t, str) for t in tables)
+    ):
+        message = 'List the ids of the tables the query reads (1 to 50): tables: ["table.…"].'
+        errors.append(FieldError("/tables", message, "type"))
+    if type(limit) is not int or not 1 <= limit <= MAX_SQL_ROWS:
+        errors.append(FieldError("/limit", f"Give an integer from 1 to {MAX_SQL_ROWS}.", "range"))
+    if errors:
+        raise InvalidInput(errors)
+    assert isinstance(tables, list)
+    return JSON(await ctx.svc.tables.sql(ctx.who, body.get("sql"), tables, limit))
 
 
 # -- imports ------------------------------------------------------------------------------------
