@@ -63,11 +63,11 @@ def test_describe_query_and_sql(client: TestClient, sales: str) -> None:
     assert queried["rows"] == [{"region": "north", "units": 7}]
     answered = call(client, admin, "table.sql", {**bound, "sql": "SELECT COUNT(*) AS n FROM sales"})
     assert answered == {"columns": ["n"], "rows": [[3]], "truncated": False}
+    bad = {"column": "units", "op": "eq", "value": "x"}
     with pytest.raises(KnowledgeError, match="is not an integer"):
-        bad = {"column": "units", "op": "eq", "value": "x"}
         call(client, admin, "table.query", {**bound, "table": "sales", "filter": bad})
+    writes = "WITH d AS (DELETE FROM sales RETURNING *) SELECT 1"
     with pytest.raises(KnowledgeError, match="only reading"):
-        writes = "WITH d AS (DELETE FROM sales RETURNING *) SELECT 1"
         call(client, admin, "table.sql", {**bound, "sql": writes})
 
 
