@@ -181,3 +181,15 @@ def test_import_into_a_hidden_table_answers_like_a_random_id(client: TestClient)
         assert response.status_code == 404
         assert response.json()["detail"] == f"No table with id '{target}'."
     assert all_rows(client, table_id) == []
+
+
+def test_empty_strings_and_backslash_n_stay_strings(client: TestClient) -> None:
+    lines = [{"s": ""}, {"s": "\\N"}, {"s": None}, {"s": 'a,"b"\n\tc'}]
+    data = b"\n".join(orjson.dumps(line) for line in lines)
+    body = ok(import_file(client, "strings", data, "jsonl"), 201)
+    assert [r["s"] for r in all_rows(client, body["table"]["id"])] == [
+        "",
+        "\\N",
+        None,
+        'a,"b"\n\tc',
+    ]

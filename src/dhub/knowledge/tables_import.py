@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -17,7 +17,7 @@ import orjson
 
 from dhub.domain.resources import MAX_COLUMNS, ColumnType, TableColumn
 from dhub.knowledge.tables_schema import (
-    TEXT_CONVERTERS,
+    STORAGE_CONVERTERS,
     BadValue,
     TextInference,
     column_key,
@@ -25,6 +25,7 @@ from dhub.knowledge.tables_schema import (
     header_names,
     json_kind,
     merge_kinds,
+    storage,
 )
 
 Format = Literal["csv", "jsonl", "parquet"]
@@ -80,14 +81,46 @@ def _csv_rows(path: Path) -> Iterator[list[str]]:
             raise ImportProblems([f"the CSV cannot be read: {exc}"]) from None
 
 
-def _infer_csv(path: Path) -> list[TableColumn]:
+Chunk = tuple[list[int], list[list[str]], list[tuple[int, str]]]
+
+
+def _csv_chunks(path: Path) -> tuple[list[str], Iterator[Chunk]]:
+    """The header, and the data rows ``BATCH`` at a time: (row numbers (1: the first data
+    row), rows, problems). A row of another width than the header's is a problem, left out;
+    blank lines are skipped."""
     rows = _csv_rows(path)
     header = next(rows, None)
     if header is None:
         raise ImportProblems(["the file is empty: a CSV starts with a header row"])
+    width = len(header)
+
+    def chunks() -> Iterator[Chunk]:
+        numbers: list[int] = []
+        chunk: list[list[str]] = []
+        bad: list[tuple[int, str]] = []
+        for number, row in enumerate(rows, start=1):
+            if len(row) != width:
+                if row:
+                    message = f"row {number} has {len(row)} values; the header has {width} columns"
+                    bad.append((number, message))
+                continue
+            numbers.append(number)
+            chunk.append(row)
+            if len(chunk) >= BATCH:
+                yield numbers, chunk, bad
+                numbers, chunk, bad = [], [], []
+        if chunk or bad:
+            yield numbers, chunk, bad
+
+    return header, chunks()
+
+
+def _infer_csv(path: Path) -> list[TableColumn]:
+    header, chunks = _csv_chunks(path)
     inference = TextInference(len(header))
-    for row in rows:
-        inference.add(row)
+    for _, chunk, _ in chunks:
+        for i, values in enumerate(zip(*chunk, strict=True)):
+            inference.add_column(i, values)
     return _columns(header_names(header), inference.types())
 
 
@@ -207,46 +240,62 @@ def batches(source: Source, columns: Sequence[TableColumn]) -> Iterator[list[lis
     return _parquet_batches(source.path, columns)
 
 
+class _Required(BadValue):
+    pass
+
+
+def _cell(convert: Callable[[str], Any], nullable: bool) -> Callable[[str], Any]:
+    """One column's converter of a text cell: '' is null (or a problem, when required)."""
+    if nullable:
+        return lambda text: convert(text) if text else None
+
+    def required(text: str) -> Any:
+        if not text:
+            raise _Required("a value is required")
+        return convert(text)
+
+    return required
+
+
+def _convert_column(cell: Callable[[str], Any], values: Sequence[str]) -> list[Any]:
+    """A column's cells converted; each distinct value once when values repeat a lot."""
+    distinct = set(values)
+    if len(distinct) * 4 < len(values):
+        converted = {text: cell(text) for text in distinct}
+        return [converted[text] for text in values]
+    return list(map(cell, values))
+
+
 def _csv_batches(path: Path, columns: Sequence[TableColumn]) -> Iterator[list[list[Any]]]:
-    rows = _csv_rows(path)
-    header = next(rows, None)
-    if header is None:
-        raise ImportProblems(["the file is empty: a CSV starts with a header row"])
-    mapping = _mapping(header, columns)
-    width = len(header)
-    plan = [
-        (i, TEXT_CONVERTERS[c.type], c.nullable, c.name)
-        for i, c in zip(mapping, columns, strict=True)
-    ]
+    """Column by column within each batch: the cells of a column go through its converter
+    together (no per-row Python loop); a problem sends the column through again, cell by
+    cell, to name every row."""
     problems = _Problems()
-    batch: list[list[Any]] = []
-    for number, row in enumerate(rows, start=1):
-        if len(row) != width:
-            if not row:
-                continue  # a blank line
-            problems.add(f"row {number} has {len(row)} values; the header has {width} columns")
-            continue
-        out: list[Any] = []
-        for i, convert, nullable, name in plan:
-            text = row[i] if i is not None else ""
-            if text == "":
-                if not nullable:
-                    problems.add(f"row {number}, column '{name}': a value is required")
-                out.append(None)
-                continue
+    header, chunks = _csv_chunks(path)
+    mapping = _mapping(header, columns)
+    cells = [_cell(STORAGE_CONVERTERS[c.type], c.nullable) for c in columns]
+    for numbers, chunk, bad in chunks:
+        by_column = list(zip(*chunk, strict=True)) or [() for _ in header]
+        empty = ("",) * len(chunk)
+        converted: list[list[Any]] = []
+        found = [(number, -1, message) for number, message in bad]  # (row, column, message)
+        for j, (cell, i, column) in enumerate(zip(cells, mapping, columns, strict=True)):
+            values = by_column[i] if i is not None else empty
             try:
-                out.append(convert(text))
-            except BadValue as exc:
-                problems.add(f"row {number}, column '{name}': {exc}")
-                out.append(None)
-        batch.append(out)
-        if len(batch) >= BATCH:
-            problems.stop()
-            yield batch
-            batch = []
+                converted.append(_convert_column(cell, values))
+            except BadValue:
+                for number, text in zip(numbers, values, strict=True):
+                    try:
+                        cell(text)
+                    except BadValue as exc:
+                        found.append((number, j, f"row {number}, column '{column.name}': {exc}"))
+                        if len(found) >= MAX_PROBLEMS:
+                            break
+        for _, _, message in sorted(found)[:MAX_PROBLEMS]:
+            problems.add(message)
+        problems.stop()
+        yield [list(row) for row in zip(*converted, strict=True)]
     problems.stop()
-    if batch:
-        yield batch
 
 
 def _value_rows(
@@ -265,7 +314,7 @@ def _value_rows(
                 out.append(None)
                 continue
             try:
-                out.append(from_json(kind, value))
+                out.append(storage(kind, from_json(kind, value)))
             except BadValue as exc:
                 problems.add(f"row {number}, column '{name}': {exc}")
                 out.append(None)

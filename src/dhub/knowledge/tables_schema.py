@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -31,9 +31,6 @@ from dhub.domain.resources import (
 
 COLUMN_NAME = re.compile(rf"[A-Za-z][A-Za-z0-9_]{{0,{MAX_COLUMN_NAME - 1}}}")
 ROW_ID = "_row"  # every table's own row id: no column name starts with '_'
-_INTEGER = re.compile(r"[+-]?[0-9]+")
-_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _DATETIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}(?:[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,6})?)?"
     r"(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?"
@@ -183,15 +180,6 @@ def _a(kind: ColumnType) -> str:
     return {"integer": "an integer", "json": "a JSON value"}.get(kind, f"a {kind}")
 
 
-def _parse_date(text: str) -> date:
-    if not _DATE.fullmatch(text):
-        raise BadValue(f"{shown(text)} is not a date (YYYY-MM-DD)")
-    try:
-        return date.fromisoformat(text)
-    except ValueError:
-        raise BadValue(f"{shown(text)} is not a date (YYYY-MM-DD)") from None
-
-
 def _parse_datetime(text: str) -> datetime:
     if not _DATETIME.fullmatch(text):
         raise BadValue(f"{shown(text)} is not a datetime (YYYY-MM-DDTHH:MM:SS, optional offset)")
@@ -239,22 +227,36 @@ def from_json(kind: ColumnType, value: Any) -> Any:
     if kind == "boolean" and type(value) is bool:
         return value
     if kind == "date" and isinstance(value, str):
-        return _parse_date(value)
+        return _text_date(value)
     if kind == "datetime" and isinstance(value, str):
         return _parse_datetime(value)
     raise BadValue(f"{shown(value)} is not {_a(kind)}")
 
 
+def _plain(text: str) -> bool:
+    """ASCII, no '_' and no surrounding space: what int() and float() would let through
+    beyond a plain number."""
+    return text.isascii() and "_" not in text and not text[0].isspace() and not text[-1].isspace()
+
+
 def _text_integer(text: str) -> int:
-    if not _INTEGER.fullmatch(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadValue(f"{shown(text)} is not an integer") from None
+    if not _plain(text):
         raise BadValue(f"{shown(text)} is not an integer")
-    return _integer(int(text))
+    return _integer(value)
 
 
 def _text_number(text: str) -> float:
-    if not _NUMBER.fullmatch(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise BadValue(f"{shown(text)} is not a number") from None
+    if not _plain(text) or not math.isfinite(value):
         raise BadValue(f"{shown(text)} is not a number")
-    return _number(float(text))
+    return value
 
 
 def _text_boolean(text: str) -> bool:
@@ -279,14 +281,61 @@ def _text_json(text: str) -> Any:
         raise BadValue(f"{shown(text)} is not JSON") from None
 
 
+def _text_date(text: str) -> date:
+    if len(text) != 10 or text[4] != "-" or text[7] != "-":
+        raise BadValue(f"{shown(text)} is not a date (YYYY-MM-DD)")
+    try:
+        return date.fromisoformat(text)
+    except ValueError:
+        raise BadValue(f"{shown(text)} is not a date (YYYY-MM-DD)") from None
+
+
 TEXT_CONVERTERS: dict[ColumnType, Callable[[str], Any]] = {
     "string": _text_string,
     "number": _text_number,
     "integer": _text_integer,
     "boolean": _text_boolean,
-    "date": _parse_date,
+    "date": _text_date,
     "datetime": _parse_datetime,
     "json": _text_json,
+}
+
+
+# -- storage form: what the bulk path hands the driver (store/bulk.py) --------------------------
+
+
+def stored_datetime(value: datetime) -> str:
+    """A datetime as SQLAlchemy stores it in SQLite (and PostgreSQL reads as a timestamp)."""
+    return (
+        f"{value.year:04d}-{value.month:02d}-{value.day:02d} {value.hour:02d}:"
+        f"{value.minute:02d}:{value.second:02d}.{value.microsecond:06d}"
+    )
+
+
+def storage(kind: ColumnType, value: Any) -> Any:
+    """A checked value (from_json, from_text) in the form the bulk path sends the database:
+    dates as ISO text, datetimes as ``stored_datetime``, JSON as JSON text; the rest as is."""
+    if value is None:
+        return None
+    if kind == "date":
+        return value.isoformat()
+    if kind == "datetime":
+        return stored_datetime(value)
+    if kind == "json":
+        return orjson.dumps(value).decode()
+    return value
+
+
+def _stored_date(text: str) -> str:
+    _text_date(text)
+    return text  # checked: YYYY-MM-DD is already the stored form
+
+
+STORAGE_CONVERTERS: dict[ColumnType, Callable[[str], Any]] = {
+    **TEXT_CONVERTERS,
+    "date": _stored_date,
+    "datetime": lambda text: stored_datetime(_parse_datetime(text)),
+    "json": lambda text: orjson.dumps(_text_json(text)).decode(),
 }
 
 
@@ -314,32 +363,51 @@ def to_json(value: Any) -> Any:
 _TEXT_ORDER: tuple[ColumnType, ...] = ("boolean", "integer", "number", "date", "datetime")
 
 
+# What a value of one type is sure to be as well: no need to try those.
+_IMPLIES: dict[ColumnType, frozenset[ColumnType]] = {
+    "integer": frozenset({"number"}),
+    "date": frozenset({"datetime"}),
+}
+
+
 class TextInference:
     """The type of each column of a text file, from every non-empty cell: boolean, integer,
     number, date or datetime if every value is one, else string."""
 
     def __init__(self, width: int) -> None:
-        self.candidates: list[set[ColumnType]] = [set(_TEXT_ORDER) for _ in range(width)]
+        self.candidates: list[list[ColumnType]] = [list(_TEXT_ORDER) for _ in range(width)]
         self.seen = [False] * width
 
     def add(self, row: Sequence[str]) -> None:
-        for i, text in enumerate(row):
-            if text == "" or i >= len(self.candidates):
-                continue
-            self.seen[i] = True
-            left = self.candidates[i]
+        for i, text in enumerate(row[: len(self.candidates)]):
+            self.add_column(i, (text,))
+
+    def add_column(self, i: int, values: Iterable[str]) -> None:
+        """Values of column ``i`` (each distinct one is checked once)."""
+        left = self.candidates[i]
+        distinct = set(values)
+        distinct.discard("")
+        if not distinct:
+            return
+        self.seen[i] = True
+        for text in distinct:
             if not left:
-                continue
+                return  # a string already
+            sure: frozenset[ColumnType] = frozenset()
             for kind in list(left):
+                if kind in sure:
+                    continue
                 try:
                     TEXT_CONVERTERS[kind](text)
                 except BadValue:
-                    left.discard(kind)
+                    left.remove(kind)
+                else:
+                    sure = sure | _IMPLIES.get(kind, frozenset())
 
     def types(self) -> list[ColumnType]:
         out: list[ColumnType] = []
         for left, seen in zip(self.candidates, self.seen, strict=True):
-            found = next((k for k in _TEXT_ORDER if k in left), None) if seen else None
+            found = left[0] if seen and left else None
             out.append(found or "string")
         return out
 

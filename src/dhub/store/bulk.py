@@ -12,6 +12,8 @@ Driver errors are raised as SQLAlchemy's, so callers still catch ``IntegrityErro
 
 from __future__ import annotations
 
+import csv
+import io
 import sqlite3
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +21,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql as pgsql
-from sqlalchemy import JSON, Table, insert
+from sqlalchemy import Table, insert
 from sqlalchemy.dialects.postgresql.psycopg import PGDialectAsync_psycopg
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import Dialect
@@ -130,76 +132,78 @@ class PostgresBulk:
 
 # -- many rows into one table (tables' imports) -------------------------------------------------
 
-Batches = Iterator[Sequence[Sequence[Any]]]  # rows (values in column order), a batch at a time
-
-
-def _copy_processors(table: Table, dialect: Dialect) -> list[_Processor | None]:
-    return [column.type.dialect_impl(dialect).bind_processor(dialect) for column in table.columns]
+# Rows (values in column order), a batch at a time, already in the form the driver takes:
+# str, int, float, bool or None; dates as ISO text, datetimes as 'YYYY-MM-DD HH:MM:SS.ffffff'
+# (how SQLAlchemy stores them in SQLite; PostgreSQL reads it too), JSON as JSON text
+# (knowledge/tables_schema.storage).
+Batches = Iterator[Sequence[Sequence[Any]]]
 
 
 class SqliteCopy:
-    """Rows into one table by ``executemany`` of one INSERT, values through the columns' own
-    bind processors. Meant to run off the loop thread, on the write connection, inside the
-    transaction that holds it."""
+    """Rows into one table by ``executemany`` of one INSERT. Meant to run off the loop
+    thread, on the write connection, inside the transaction that holds it."""
 
     def __init__(self, table: Table) -> None:
         dialect = SQLiteDialect_pysqlite(paramstyle="qmark", **json_codec.ENGINE_OPTIONS)  # type: ignore[arg-type]
         self.sql = str(insert(table).compile(dialect=dialect))
-        self.processors = _copy_processors(table, dialect)
 
     def run(self, conn: sqlite3.Connection, batches: Batches) -> int:
         count = 0
-        convert = [(i, p) for i, p in enumerate(self.processors) if p is not None]
         for batch in batches:
-            rows: Sequence[Sequence[Any]] = batch
-            if convert:
-                rows = [_converted(row, convert) for row in batch]
             try:
-                conn.executemany(self.sql, rows)
+                conn.executemany(self.sql, batch)
             except sqlite3.Error as exc:
                 raise DBAPIError.instance(self.sql, None, exc, sqlite3.Error) from exc
-            count += len(rows)
+            count += len(batch)
         return count
 
 
-def _converted(row: Sequence[Any], convert: list[tuple[int, _Processor]]) -> list[Any]:
-    out = list(row)
-    for i, processor in convert:
-        value = out[i]
-        if value is not None:
-            out[i] = processor(value)
-    return out
+class _Null:
+    """None in ``csv_text``: written bare as \\N (the csv module quotes anything but numbers,
+    and takes this for one), so only a real NULL is an unquoted \\N."""
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __str__(self) -> str:
+        return "\\N"
+
+
+_NULL = _Null()
+
+
+def csv_text(batch: Sequence[Sequence[Any]]) -> str:
+    """A batch as CSV for PostgreSQL's COPY (FORMAT csv, NULL '\\N'): every string quoted
+    (so '' and '\\N' stay strings), NULL as a bare \\N, numbers and booleans bare."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+    writer.writerows([_NULL if v is None else v for v in row] for row in batch)
+    return buffer.getvalue()
 
 
 class PostgresCopy:
-    """Rows into one table by PostgreSQL's own bulk load (COPY ... FROM STDIN), in the
-    connection's current transaction. JSON values are sent as JSON text."""
+    """Rows into one table by PostgreSQL's own bulk load (COPY ... FROM STDIN, CSV), in the
+    connection's current transaction; each batch comes as CSV text (``csv_text``)."""
 
     def __init__(self, table: Table) -> None:
         names = [column.name for column in table.columns]
-        self.statement = pgsql.SQL("COPY {} ({}) FROM STDIN").format(
+        self.statement = pgsql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv, NULL '\\N')").format(
             pgsql.Identifier(table.name), pgsql.SQL(", ").join(map(pgsql.Identifier, names))
         )
-        self.json = [i for i, c in enumerate(table.columns) if isinstance(c.type, JSON)]
 
     async def run(
         self,
         conn: psycopg.AsyncConnection[Any],
-        next_batch: Callable[[], Awaitable[Sequence[Sequence[Any]] | None]],
+        next_batch: Callable[[], Awaitable[tuple[int, str] | None]],
     ) -> int:
+        """``next_batch``: (rows, their CSV text), None at the end."""
         count = 0
-        dumps = json_codec.dumps
         try:
             async with conn.cursor() as cursor, cursor.copy(self.statement) as copy:
                 while (batch := await next_batch()) is not None:
-                    for row in batch:
-                        if self.json:
-                            row = list(row)
-                            for i in self.json:
-                                if row[i] is not None:
-                                    row[i] = dumps(row[i])
-                        await copy.write_row(row)
-                    count += len(batch)
+                    rows, text = batch
+                    await copy.write(text)
+                    count += rows
         except psycopg.Error as exc:
             raise DBAPIError.instance("COPY", None, exc, psycopg.Error) from exc
         return count

@@ -33,7 +33,15 @@ from sqlalchemy.sql.base import Executable
 
 from dhub.settings import private
 from dhub.store import json_codec
-from dhub.store.bulk import Batches, Plan, PostgresBulk, PostgresCopy, SqliteBulk, SqliteCopy
+from dhub.store.bulk import (
+    Batches,
+    Plan,
+    PostgresBulk,
+    PostgresCopy,
+    SqliteBulk,
+    SqliteCopy,
+    csv_text,
+)
 from dhub.store.inline import InlineConnection, InlineReader, Rows
 
 T = TypeVar("T")
@@ -113,8 +121,12 @@ class Conn:
             raw = self._sync.connection.dbapi_connection
             return await asyncio.to_thread(SqliteCopy(table).run, raw, batches)  # type: ignore[arg-type]
 
-        async def next_batch() -> Any:
-            return await asyncio.to_thread(next, batches, None)
+        def next_csv() -> tuple[int, str] | None:
+            batch = next(batches, None)
+            return None if batch is None else (len(batch), csv_text(batch))
+
+        async def next_batch() -> tuple[int, str] | None:
+            return await asyncio.to_thread(next_csv)
 
         return await PostgresCopy(table).run(await self.driver(), next_batch)
 
