@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dhub.api.routers import tables as tables_router
+from tests.conftest import ROOT
 from tests.integration.test_sharing_api import World, ok
 from tests.integration.test_tables_api import RANDOM, TABLES, all_rows, make_table
 
@@ -193,3 +194,13 @@ def test_empty_strings_and_backslash_n_stay_strings(client: TestClient) -> None:
         None,
         'a,"b"\n\tc',
     ]
+
+
+def test_the_example_sales_table_imports(client: TestClient) -> None:
+    data = (ROOT / "examples" / "sales.csv").read_bytes()
+    body = ok(import_file(client, "sales", data, "csv"), 201)
+    assert body["inserted"] == 50
+    assert types_of(body["table"]) == {
+        "order_id": "integer", "day": "date", "region": "string", "product": "string",
+        "units": "integer", "unit_price": "number", "customer": "string", "paid": "boolean",
+    }  # fmt: skip
