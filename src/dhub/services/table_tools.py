@@ -28,6 +28,7 @@ SAMPLE_ROWS = 5
 MODEL_ROWS = 50  # rows a query gives the model unless it asks for another limit
 MAX_MODEL_ROWS = 200
 _MAX_DESCRIPTION = 6000
+_NOT_QUERY = ("table", "table_ids", "run_id")  # the arguments that are not the query's
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +114,7 @@ async def query(db: Database, principal: Principal, arguments: dict[str, Any]) -
     """``table.query``: the structured query (knowledge/tables_query.py)."""
     tables = _service(db)
     table_id = await _pick(tables, principal, arguments)
-    body = {k: v for k, v in arguments.items() if k not in ("table", "table_ids")}
+    body = {k: v for k, v in arguments.items() if k not in _NOT_QUERY}
     body.setdefault("limit", MODEL_ROWS)
     if isinstance(body["limit"], int) and body["limit"] > MAX_MODEL_ROWS:
         body["limit"] = MAX_MODEL_ROWS
