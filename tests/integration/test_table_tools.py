@@ -10,8 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dhub.access.principal import Principal
+from dhub.knowledge import registry
 from dhub.knowledge.errors import KnowledgeError
-from dhub.services import table_tools
+from dhub.knowledge.tables_tools import agent_tools, tools_for
+from dhub.store import resources as repo
 from tests.conftest import ADMIN_TOKEN
 from tests.integration.test_sharing_api import World, ok
 from tests.integration.test_tables_api import TABLES, append, make_table
@@ -25,7 +27,8 @@ def principal(client: TestClient, token: str) -> Principal:
 
 def call(client: TestClient, who: Principal, operation: str, arguments: dict[str, Any]) -> Any:
     db = client.app.state.services.db  # type: ignore[attr-defined]
-    op = table_tools.OPERATIONS[operation]
+    op = registry.operation(operation)
+    assert op is not None
     return client.portal.call(op, db, who, arguments)  # type: ignore[union-attr]
 
 
@@ -120,11 +123,15 @@ def test_tables_outside_the_list_or_out_of_reach_are_not_there(
 
 
 def test_agent_tools_describe_the_tables(client: TestClient, sales: str) -> None:
-    admin = principal(client, ADMIN_TOKEN)
     db = client.app.state.services.db  # type: ignore[attr-defined]
-    infos = client.portal.call(table_tools.readable_tables, db, admin, [sales, "table.nope"])  # type: ignore[union-attr]
-    assert [i.id for i in infos] == [sales]
-    tools = table_tools.agent_tools(infos, "sqlite")
+
+    async def records() -> list[Any]:
+        async with db.read() as conn:
+            found = await repo.get_resources(conn, [sales], [])
+        return [found[sales].record]
+
+    listed = client.portal.call(records)  # type: ignore[union-attr]
+    tools = agent_tools(listed)
     assert [t.name for t in tools] == ["describe_table", "query_table", "sql_query"]
     assert [t.operation for t in tools] == ["table.describe", "table.query", "table.sql"]
     for tool in tools:
@@ -132,4 +139,10 @@ def test_agent_tools_describe_the_tables(client: TestClient, sales: str) -> None
         assert "'Sales'" in tool.description and "units (integer)" in tool.description
         assert tool.parameters["type"] == "object"
         assert not tool.confirm
-    assert table_tools.agent_tools([]) == []
+    assert tools_for([]) == [] and agent_tools([]) == []
+
+
+def test_with_one_table_the_model_need_not_name_it(client: TestClient, sales: str) -> None:
+    admin = principal(client, ADMIN_TOKEN)
+    arguments = {"table_ids": [sales], "run_id": "run.x", "aggregates": [{"op": "count"}]}
+    assert call(client, admin, "table.query", arguments)["rows"] == [{"count": 3}]

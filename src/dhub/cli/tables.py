@@ -262,5 +262,12 @@ def delete(ctx: typer.Context, table: TableArgument, as_json: JsonOption = False
     done(as_json, f"deleted {labelled(found)}", {"id": found["id"], "deleted": True})
 
 
+class _Table(Kind):
+    """A table, as the sharing commands find one."""
+
+    def resolve(self, api: Client, ref: str) -> dict[str, Any]:
+        return api.resolve_table(ref)
+
+
 # share, unshare, grants, owners, mark, unmark
-register_sharing(app, Kind("table", _resolve))
+register_sharing(app, _Table("table"))

@@ -1,6 +1,6 @@
-"""Tables as an agent's knowledge (issue 19's contract, docs/tables.md): the operations the
-runtime performs for a run's user (``table.describe``, ``table.query``, ``table.sql``), and
-the tools an agent that lists tables gives its model (``agent_tools``).
+"""Tables as an agent's knowledge (issue 19, docs/tables.md): the operations the runtime
+performs for a run's user (``table.describe``, ``table.query``, ``table.sql``); the tools
+that call them are knowledge/tables_tools.py's.
 
 Every operation checks, on every call, that the run's user may read the table now, and
 refuses tables outside the agent's list (``table_ids``, bound by the runtime, never the
@@ -10,15 +10,14 @@ exist get the same message. The model names a table by its name or id.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from dhub.access.principal import Principal
 from dhub.domain.errors import InvalidInput, NotFound
 from dhub.knowledge.errors import KnowledgeError
 from dhub.knowledge.tables_sql import SqlTable
-from dhub.knowledge.tools import KnowledgeTool
+from dhub.knowledge.tables_tools import MAX_MODEL_ROWS
 from dhub.services.resources import ResourceService
 from dhub.services.tables import TableService, row_json
 from dhub.store import table_rows
@@ -26,20 +25,7 @@ from dhub.store.db import Database
 
 SAMPLE_ROWS = 5
 MODEL_ROWS = 50  # rows a query gives the model unless it asks for another limit
-MAX_MODEL_ROWS = 200
-_MAX_DESCRIPTION = 6000
 _NOT_QUERY = ("table", "table_ids", "run_id")  # the arguments that are not the query's
-
-
-@dataclass(frozen=True, slots=True)
-class TableInfo:
-    """What the model is told of a table: the tables an agent lists, as its user sees them
-    (``readable_tables``)."""
-
-    id: str
-    name: str
-    description: str
-    columns: list[dict[str, Any]]  # {name, type, description}
 
 
 def _service(db: Database) -> TableService:
@@ -139,152 +125,3 @@ async def sql(db: Database, principal: Principal, arguments: dict[str, Any]) -> 
         )
     except InvalidInput as exc:
         raise _invalid(exc) from None
-
-
-OPERATIONS: dict[str, Callable[[Database, Principal, dict[str, Any]], Awaitable[Any]]] = {
-    "table.describe": describe,
-    "table.query": query,
-    "table.sql": sql,
-}
-
-
-async def readable_tables(
-    db: Database, principal: Principal, table_ids: Sequence[str]
-) -> list[TableInfo]:
-    """The tables of ``table_ids`` that ``principal`` may read now (the others left out),
-    for ``agent_tools``."""
-    tables = _service(db)
-    found = await tables.readable(principal, table_ids, hide_unreadable=True)
-    infos = []
-    async with db.read(snapshot=True) as conn:
-        for item in found:
-            try:
-                loaded = await tables.load(conn, principal, item.id, "read")
-            except NotFound:
-                continue
-            infos.append(
-                TableInfo(
-                    item.id,
-                    item.name,
-                    loaded.spec.description,
-                    [
-                        {"name": c.name, "type": c.type, "description": c.description}
-                        for c in loaded.spec.columns
-                    ],
-                )
-            )
-    return infos
-
-
-def _catalog(items: Sequence[TableInfo]) -> str:
-    lines = []
-    for item in items:
-        cols = ", ".join(f"{c['name']} ({c['type']})" for c in item.columns) or "no columns"
-        about = f" — {item.description}" if item.description else ""
-        lines.append(f"- '{item.name}' (id {item.id}){about}: {cols}")
-    text = "\n".join(lines)
-    return text if len(text) <= _MAX_DESCRIPTION else text[: _MAX_DESCRIPTION - 3] + "..."
-
-
-_CONDITION = (
-    'A condition is {"column": name, "op": one of eq, ne, lt, le, gt, ge, in (value is a '
-    'list), contains (text, any case), is_null (value true/false), "value": ...}, or '
-    '{"and": [conditions]}, {"or": [conditions]}, {"not": condition}.'
-)
-
-
-def agent_tools(items: Sequence[TableInfo], dialect: str | None = None) -> list[KnowledgeTool]:
-    """The tools a model gets for the tables an agent lists (none without tables)."""
-    if not items:
-        return []
-    catalog = _catalog(items)
-    bound = {"table_ids": [item.id for item in items]}
-    table_param = {"type": "string", "description": "The table's name (or id)."}
-    database = {"sqlite": "SQLite", "postgres": "PostgreSQL", "postgresql": "PostgreSQL"}
-    flavour = f" ({database[dialect]} syntax)" if dialect in database else ""
-    return [
-        KnowledgeTool(
-            name="describe_table",
-            description=(
-                "Describe a table: its columns and types, how many rows it has, and the first "
-                f"few rows. Tables:\n{catalog}"
-            ),
-            parameters={
-                "type": "object",
-                "properties": {"table": table_param},
-                "required": ["table"],
-                "additionalProperties": False,
-            },
-            operation="table.describe",
-            bound=bound,
-        ),
-        KnowledgeTool(
-            name="query_table",
-            description=(
-                "Query one table: filter, select columns, group_by with aggregates (count, "
-                "sum, avg, min, max), sort, limit (default 50, at most 200) and cursor (the "
-                f"next_cursor of a previous page). {_CONDITION} Tables:\n{catalog}"
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "table": table_param,
-                    "filter": {"type": "object", "description": _CONDITION},
-                    "select": {"type": "array", "items": {"type": "string"}},
-                    "group_by": {"type": "array", "items": {"type": "string"}},
-                    "aggregates": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "op": {
-                                    "type": "string",
-                                    "enum": ["count", "sum", "avg", "min", "max"],
-                                },
-                                "column": {
-                                    "type": "string",
-                                    "description": "Not needed for count.",
-                                },
-                                "as": {"type": "string", "description": "The result's name."},
-                            },
-                            "required": ["op"],
-                        },
-                    },
-                    "sort": {
-                        "type": "array",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "column": {"type": "string"},
-                                "desc": {"type": "boolean"},
-                            },
-                            "required": ["column"],
-                        },
-                    },
-                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_MODEL_ROWS},
-                    "cursor": {"type": "string"},
-                },
-                "required": ["table"],
-                "additionalProperties": False,
-            },
-            operation="table.query",
-            bound=bound,
-        ),
-        KnowledgeTool(
-            name="sql_query",
-            description=(
-                f"Run one read-only SQL SELECT{flavour} over these tables, named by their "
-                'names (quote names that are not plain identifiers, e.g. "Sales 2024"). '
-                f"At most {MAX_MODEL_ROWS} rows come back (truncated says if there were "
-                f"more). Tables:\n{catalog}"
-            ),
-            parameters={
-                "type": "object",
-                "properties": {"sql": {"type": "string", "description": "One SELECT statement."}},
-                "required": ["sql"],
-                "additionalProperties": False,
-            },
-            operation="table.sql",
-            bound=bound,
-        ),
-    ]
