@@ -144,3 +144,27 @@ def test_a_table_the_caller_cannot_read_is_like_no_table(client: TestClient, sal
     assert "No table" in refusal(
         sql(client, f"SELECT * FROM {physical}", [mine], headers=as_mallory)
     )
+
+
+def test_the_connection_itself_refuses_writes_and_other_tables(
+    client: TestClient, sales: str
+) -> None:
+    """Beneath the checker: what runs SQL reads only (SQLite: a read-only connection whose
+    authorizer allows the listed tables; PostgreSQL: a READ ONLY transaction)."""
+    from dhub.store import table_reads
+
+    db = client.app.state.services.db  # type: ignore[attr-defined]
+    physical = "kt_" + sales.split(".", 1)[1]
+
+    def run(statement: str, tables: list[str]) -> Any:
+        return client.portal.call(  # type: ignore[union-attr]
+            table_reads.sql_rows, db, statement, 2.0, 10, tables, ["count"]
+        )
+
+    with pytest.raises(table_reads.QueryFailed):
+        run(f'DELETE FROM "{physical}"', [physical])
+    if db.is_sqlite:  # the authorizer: only the listed tables
+        with pytest.raises(table_reads.QueryFailed):
+            run("SELECT COUNT(*) FROM users", [physical])
+    assert run(f'SELECT COUNT(*) FROM "{physical}"', [physical]).rows == [(3,)]
+    assert len(all_rows(client, sales)) == 3
