@@ -56,6 +56,23 @@ def infer(source: Source) -> list[TableColumn]:
     """Columns for a new table: names from the header (or JSON keys, or Parquet fields),
     made identifiers (tables_schema.header_names), types inferred from every value;
     all nullable."""
+    return infer_fast(source)[0]
+
+
+def infer_fast(source: Source) -> tuple[list[TableColumn], bool]:
+    """``infer``, and whether pyarrow's CSV reader read the whole file cleanly (then the
+    import's second pass may use it too: ``batches(..., arrow=True)``)."""
+    if source.format == "csv":
+        try:
+            return _infer_csv(source.path, arrow=True), True
+        except ImportProblems:
+            raise
+        except Exception:  # pyarrow's parse errors: the csv module says where, and why
+            return _infer_csv(source.path), False
+    return infer_slow(source), False
+
+
+def infer_slow(source: Source) -> list[TableColumn]:
     if source.format == "csv":
         return _infer_csv(source.path)
     if source.format == "jsonl":
@@ -81,18 +98,24 @@ def _csv_rows(path: Path) -> Iterator[list[str]]:
             raise ImportProblems([f"the CSV cannot be read: {exc}"]) from None
 
 
-Chunk = tuple[list[int], list[list[str]], list[tuple[int, str]]]
+# (row numbers (1: the first data row), the cells column by column, problems (row, message))
+Chunk = tuple[Sequence[int], list[Sequence[str]], list[tuple[int, str]]]
 
 
-def _csv_chunks(path: Path) -> tuple[list[str], Iterator[Chunk]]:
-    """The header, and the data rows ``BATCH`` at a time: (row numbers (1: the first data
-    row), rows, problems). A row of another width than the header's is a problem, left out;
-    blank lines are skipped."""
+def _csv_chunks(path: Path, arrow: bool = False) -> tuple[list[str], Iterator[Chunk]]:
+    """The header, and the data rows about ``BATCH`` at a time. ``arrow``: parsed by
+    pyarrow's CSV reader (C++), for a file known to parse cleanly (``arrow_parses``);
+    otherwise by the csv module, where a row of another width than the header's is a
+    problem (left out) and blank lines are skipped."""
     rows = _csv_rows(path)
     header = next(rows, None)
     if header is None:
         raise ImportProblems(["the file is empty: a CSV starts with a header row"])
     width = len(header)
+    if arrow:
+        if any("\n" in name or "\r" in name for name in header):
+            raise ValueError("a header spanning lines: pyarrow skips lines, not rows")
+        return header, _arrow_chunks(path, width)
 
     def chunks() -> Iterator[Chunk]:
         numbers: list[int] = []
@@ -107,19 +130,48 @@ def _csv_chunks(path: Path) -> tuple[list[str], Iterator[Chunk]]:
             numbers.append(number)
             chunk.append(row)
             if len(chunk) >= BATCH:
-                yield numbers, chunk, bad
+                yield numbers, _by_column(chunk, width), bad
                 numbers, chunk, bad = [], [], []
         if chunk or bad:
-            yield numbers, chunk, bad
+            yield numbers, _by_column(chunk, width), bad
 
     return header, chunks()
 
 
-def _infer_csv(path: Path) -> list[TableColumn]:
-    header, chunks = _csv_chunks(path)
+def _by_column(chunk: list[list[str]], width: int) -> list[Sequence[str]]:
+    return list(zip(*chunk, strict=True)) if chunk else [() for _ in range(width)]
+
+
+def _arrow_chunks(path: Path, width: int) -> Iterator[Chunk]:
+    """The data rows by pyarrow's CSV reader: every cell a string (empty ones too), quoted
+    newlines kept, no blank lines (a blank line is a parse error here: ``arrow_parses``)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    names = [f"c{i}" for i in range(width)]
+    reader = pacsv.open_csv(
+        path,
+        read_options=pacsv.ReadOptions(column_names=names, skip_rows=1, block_size=1 << 20),
+        parse_options=pacsv.ParseOptions(newlines_in_values=True, ignore_empty_lines=False),
+        convert_options=pacsv.ConvertOptions(
+            column_types=dict.fromkeys(names, pa.string()),
+            strings_can_be_null=False,
+            quoted_strings_can_be_null=False,
+        ),
+    )
+    start = 1
+    for batch in reader:
+        size = batch.num_rows
+        columns = [batch.column(i).to_pylist() for i in range(width)]
+        yield range(start, start + size), columns, []
+        start += size
+
+
+def _infer_csv(path: Path, arrow: bool = False) -> list[TableColumn]:
+    header, chunks = _csv_chunks(path, arrow)
     inference = TextInference(len(header))
-    for _, chunk, _ in chunks:
-        for i, values in enumerate(zip(*chunk, strict=True)):
+    for _, by_column, _ in chunks:
+        for i, values in enumerate(by_column):
             inference.add_column(i, values)
     return _columns(header_names(header), inference.types())
 
@@ -229,12 +281,14 @@ class _Problems:
             raise ImportProblems(self.found)
 
 
-def batches(source: Source, columns: Sequence[TableColumn]) -> Iterator[list[list[Any]]]:
+def batches(
+    source: Source, columns: Sequence[TableColumn], arrow: bool = False
+) -> Iterator[list[list[Any]]]:
     """The file's rows as the values of ``columns`` (in order), ``BATCH`` rows at a time.
     Raises ImportProblems (up to 20 problems) when the file does not fit the columns; rows
     before the first problem may have been yielded (the caller's transaction rolls back)."""
     if source.format == "csv":
-        return _csv_batches(source.path, columns)
+        return _csv_batches(source.path, columns, arrow)
     if source.format == "jsonl":
         return _jsonl_batches(source.path, columns)
     return _parquet_batches(source.path, columns)
@@ -266,17 +320,18 @@ def _convert_column(cell: Callable[[str], Any], values: Sequence[str]) -> list[A
     return list(map(cell, values))
 
 
-def _csv_batches(path: Path, columns: Sequence[TableColumn]) -> Iterator[list[list[Any]]]:
+def _csv_batches(
+    path: Path, columns: Sequence[TableColumn], arrow: bool = False
+) -> Iterator[list[list[Any]]]:
     """Column by column within each batch: the cells of a column go through its converter
     together (no per-row Python loop); a problem sends the column through again, cell by
     cell, to name every row."""
     problems = _Problems()
-    header, chunks = _csv_chunks(path)
+    header, chunks = _csv_chunks(path, arrow)
     mapping = _mapping(header, columns)
     cells = [_cell(STORAGE_CONVERTERS[c.type], c.nullable) for c in columns]
-    for numbers, chunk, bad in chunks:
-        by_column = list(zip(*chunk, strict=True)) or [() for _ in header]
-        empty = ("",) * len(chunk)
+    for numbers, by_column, bad in chunks:
+        empty = ("",) * len(numbers)
         converted: list[list[Any]] = []
         found = [(number, -1, message) for number, message in bad]  # (row, column, message)
         for j, (cell, i, column) in enumerate(zip(cells, mapping, columns, strict=True)):

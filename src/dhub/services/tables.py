@@ -23,7 +23,7 @@ from dhub.domain.bounds import MAX_ERRORS
 from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
 from dhub.domain.pointers import join
 from dhub.domain.resources import TableColumn, TableSpec
-from dhub.knowledge.tables_import import MAX_PROBLEMS, ImportProblems, Source, batches, infer
+from dhub.knowledge.tables_import import MAX_PROBLEMS, ImportProblems, Source, batches, infer_fast
 from dhub.knowledge.tables_query import compile_query, encode_offset, result_rows
 from dhub.knowledge.tables_schema import (
     ROW_ID,
@@ -359,7 +359,7 @@ class TableImports:
     ) -> tuple[ResourceView, int]:
         """A new table with the file's columns (types inferred) and rows."""
         try:
-            columns = await asyncio.to_thread(infer, source)
+            columns, arrow = await asyncio.to_thread(infer_fast, source)
         except ImportProblems as exc:
             raise _problems(exc) from None
         body = {**doc, "columns": [c.model_dump(exclude_defaults=True) for c in columns]}
@@ -367,7 +367,7 @@ class TableImports:
         assert isinstance(spec, TableSpec)
         async with self.db.write() as conn:
             view = await self.tables.resources.create_in(conn, principal, spec)
-            count = await self._copy(conn, view.record.id, spec, source)
+            count = await self._copy(conn, view.record.id, spec, source, arrow)
         return view, count
 
     async def append(self, principal: Principal, table_id: str, source: Source) -> int:
@@ -377,9 +377,12 @@ class TableImports:
             return await self._copy(conn, found.id, found.spec, source)
 
     @staticmethod
-    async def _copy(conn: Conn, table_id: str, spec: TableSpec, source: Source) -> int:
+    async def _copy(
+        conn: Conn, table_id: str, spec: TableSpec, source: Source, arrow: bool = False
+    ) -> int:
         table = table_rows.table_of(table_id, spec.columns)
         try:
-            return await table_rows.copy_rows(conn, table, batches(source, spec.columns))
+            rows = batches(source, spec.columns, arrow)
+            return await table_rows.copy_rows(conn, table, rows)
         except ImportProblems as exc:
             raise _problems(exc) from None
