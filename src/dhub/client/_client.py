@@ -28,8 +28,8 @@ from dhub.client._models import Agent, AgentPage, AgentVersion, ApplyResult, Val
 from dhub.client._names import is_id, pick
 from dhub.client._paths import follow, query, segment
 from dhub.client._runs import RunsMixin
-from dhub.client._templates import TemplatesMixin
 from dhub.client._tables import TablesMixin
+from dhub.client._templates import TemplatesMixin
 
 API_PREFIX = "/api/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0)
