@@ -120,6 +120,13 @@ def _truncate(schema: str) -> None:
         if exists:
             tables = ", ".join(f'"{schema}"."{t}"' for t in (*TABLES, *QUEUE_TABLES))
             conn.execute(f"TRUNCATE {tables} CASCADE")
+        rows_tables = conn.execute(  # table resources' rows (store/table_rows.py)
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+            "AND table_name LIKE 'kt\\_%%'",
+            (schema,),
+        ).fetchall()
+        for (name,) in rows_tables:
+            conn.execute(f'DROP TABLE "{schema}"."{name}"')
 
 
 # Both databases, for fixtures of any scope: ``params=DATABASES``, then ``url_for(request, dir)``.

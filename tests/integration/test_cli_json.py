@@ -74,6 +74,7 @@ def test_every_command_prints_json(api: Client, tmp_path: Path) -> None:
     identities(cli, api)
     sharing(cli, api)
     places(cli, api)
+    tables(cli, api, tmp_path)
     runs(cli, api, tmp_path)
     templates(cli, api, tmp_path)
     removals(cli, api)
@@ -165,6 +166,42 @@ def places(cli: Cli, api: Client) -> None:
     assert cli("folders", "delete", "daily") == {"id": weekly["id"], "deleted": True}
     api.delete_folder(reports["id"])
     assert cli("collections", "delete", "help") == {"id": made["id"], "deleted": True}
+
+
+def tables(cli: Cli, api: Client, tmp_path: Path) -> None:
+    made = cli("tables", "create", "stock", "-c", "sku:string!", "-c", "count:integer")
+    assert made == api.get_table("stock")
+    assert cli("tables", "list") == list(api.iter_tables())
+    assert cli("tables", "get", "stock") == made
+    sales = tmp_path / "sales.csv"
+    sales.write_text("region,units\nnorth,3\nsouth,1\n")
+    imported = cli("tables", "import", sales)
+    assert imported["inserted"] == 2 and imported["table"] == api.get_table("sales")
+    assert cli("tables", "import", sales, "--into", "sales") == {"inserted": 2}
+    assert len(cli("tables", "rows", "sales")["data"]) == 4
+    grouped = cli(
+        "tables",
+        "query",
+        "sales",
+        '{"group_by": ["region"], "aggregates": [{"op": "sum", "column": "units"}]}',
+    )
+    assert grouped["rows"] == [
+        {"region": "north", "sum_units": 6},
+        {"region": "south", "sum_units": 2},
+    ]
+    answered = cli("tables", "sql", "SELECT COUNT(*) AS n FROM sales", "--table", "sales")
+    assert answered == {"columns": ["n"], "rows": [[4]], "truncated": False}
+    granted = cli("tables", "share", "stock", "group.eng", "--scope", "viewer")
+    assert (granted["principal_id"], granted["scope"]) == ("group.eng", "viewer")
+    assert [g["principal_id"] for g in cli("tables", "grants", "stock")] == ["group.eng"]
+    assert cli("tables", "unshare", "stock", "group.eng")["unshared"] is True
+    assert [o["id"] for o in cli("tables", "owners", "stock", "user.admin")["owners"]] == [
+        "user.admin"
+    ]
+    assert cli("tables", "mark", "stock", "marking.pii")["markings"] == ["marking.pii"]
+    assert cli("tables", "unmark", "stock", "marking.pii")["markings"] == []
+    assert cli("tables", "delete", "stock") == {"id": made["id"], "deleted": True}
+    api.delete_table("sales")
 
 
 def runs(cli: Cli, api: Client, tmp_path: Path) -> None:

@@ -393,6 +393,23 @@ CLIENT_METHODS = {
     "render_template": ["template", "variables", "output", "version"],
     "render_template_pdf": ["template", "variables", "version"],
     "update_template": ["template", "patch"],
+    # tables
+    "append_rows": ["table", "rows"],
+    "create_table": ["name", "columns", "description", "folder", "collection"],
+    "delete_rows": ["table", "row_ids"],
+    "delete_table": ["table"],
+    "get_table": ["table"],
+    "import_rows": ["table", "file", "format"],
+    "import_table": ["name", "file", "format", "description", "folder", "collection"],
+    "iter_rows": ["table", "page_size"],
+    "iter_tables": ["q", "name", "folder_id", "collection_id"],
+    "list_rows": ["table", "limit", "cursor"],
+    "list_tables": ["q", "name", "folder_id", "collection_id", "limit", "cursor"],
+    "query_table": ["table", "query"],
+    "resolve_table": ["table"],
+    "sql": ["sql", "tables", "limit"],
+    "update_row": ["table", "row_id", "values"],
+    "update_table": ["table", "patch"],
 }  # fmt: skip
 
 

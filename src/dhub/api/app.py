@@ -29,6 +29,7 @@ from dhub.api.routers import (
     principals,
     resources,
     runs,
+    tables,
     templates,
     workers,
 )
@@ -42,6 +43,7 @@ from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
 from dhub.services.runtime import WorkerOptions, open_runtime
+from dhub.services.tables import TableService
 from dhub.services.templates import ArtifactService, TemplateService
 from dhub.settings import Settings
 
@@ -76,6 +78,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             folders=FolderService(db, resource_service),
             templates=TemplateService(db, resource_service, run_service),
             artifacts=ArtifactService(db, run_service),
+            tables=TableService(db, resource_service),
         )
         app.state.services = services
         app.state.runtime = runtime
@@ -124,6 +127,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
     console.install(app)
     apidocs.install(app)
     app.include_router(folders.router, prefix="/api/v1")  # before /folders/{id}
+    app.include_router(tables.router, prefix="/api/v1")  # before /tables/{id}
     for router in resources.routers:
         app.include_router(router, prefix="/api/v1")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]

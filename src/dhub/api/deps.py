@@ -19,6 +19,7 @@ from dhub.services.folders import FolderService
 from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
+from dhub.services.tables import TableService
 from dhub.services.templates import ArtifactService, TemplateService
 from dhub.store.db import Database
 
@@ -37,6 +38,7 @@ class Services:
     folders: FolderService  # what is in them, and home folders
     templates: TemplateService  # rendering
     artifacts: ArtifactService  # what runs made
+    tables: TableService  # tables' rows, imports and queries
 
 
 async def services(request: Request) -> Services:

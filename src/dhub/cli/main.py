@@ -26,6 +26,7 @@ from dhub.cli import (
     markings,
     run,
     runs,
+    tables,
     tasks,
     templates,
     tokens,
@@ -38,6 +39,7 @@ app = typer.Typer(help="dhub: a self-hosted agent platform.", no_args_is_help=Tr
 app.add_typer(agents.app, name="agents")
 app.add_typer(folders.app, name="folders")
 app.add_typer(collections.app, name="collections")
+app.add_typer(tables.app, name="tables")
 app.add_typer(users.app, name="users")
 app.add_typer(groups.app, name="groups")
 app.add_typer(markings.app, name="markings")

@@ -1,8 +1,8 @@
 """The synchronous dhub client: one method per agent endpoint, plus ``apply_agent``; the
 identity and sharing methods come from ``AccessMixin`` (_access.py), the run and task methods
 from ``RunsMixin`` (_runs.py), chat from ``ConversationsMixin`` (_conversations.py), folders
-and collections from ``FoldersMixin`` (_folders.py), templates and run artifacts from
-``TemplatesMixin`` (_templates.py)."""
+and collections from ``FoldersMixin`` (_folders.py), tables from ``TablesMixin``
+(_tables.py), templates and run artifacts from ``TemplatesMixin`` (_templates.py)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,7 @@ from dhub.client._models import Agent, AgentPage, AgentVersion, ApplyResult, Val
 from dhub.client._names import is_id, pick
 from dhub.client._paths import follow, query, segment
 from dhub.client._runs import RunsMixin
+from dhub.client._tables import TablesMixin
 from dhub.client._templates import TemplatesMixin
 
 API_PREFIX = "/api/v1"
@@ -38,7 +39,7 @@ Mode = Literal["react", "workflow"]
 InputMode = Literal["chat", "event"]
 
 
-class Client(AccessMixin, FoldersMixin, RunsMixin, ConversationsMixin, TemplatesMixin):
+class Client(AccessMixin, FoldersMixin, TablesMixin, RunsMixin, ConversationsMixin, TemplatesMixin):
     """A client for one dhub server and one API token.
 
     ``transport`` replaces the network (e.g. ``httpx.MockTransport``); ``http`` replaces the whole

@@ -20,7 +20,9 @@ _ULID = "[0-9abcdefghjkmnpqrstvwxyz]{26}"
 
 
 # What each kind of resource is called in ids (``folder.<ulid>``) and URLs (``/folders``).
-CATEGORIES = ("agent", "prompt", "tool", "actor", "role", "folder", "collection", "template")
+CATEGORIES = (
+    "agent", "prompt", "tool", "actor", "role", "folder", "collection", "template", "table",
+)  # fmt: skip
 # The built-in agents' ids (dhub.services.builtins: ``agent.builtin-<file name>``).
 _BUILTIN = "builtin-[a-z0-9][a-z0-9-]*"
 

@@ -32,9 +32,9 @@ from dhub.domain.documents import DocumentFormat, TemplateVariable
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig, FunctionSpec, ToolItem
 from dhub.domain.knowledge import KnowledgeTool
 
-Category = Literal["prompt", "tool", "actor", "role", "folder", "collection", "template"]
+Category = Literal["prompt", "tool", "actor", "role", "folder", "collection", "template", "table"]
 CATEGORIES: tuple[Category, ...] = (
-    "prompt", "tool", "actor", "role", "folder", "collection", "template",
+    "prompt", "tool", "actor", "role", "folder", "collection", "template", "table",
 )  # fmt: skip
 # The kinds that hold other resources (DESIGN.md 2.2).
 CONTAINERS = frozenset({"folder", "collection"})
@@ -209,6 +209,33 @@ class TemplateSpec(ResourceSpec):
     description: str = ""
 
 
+ColumnType = Literal["string", "number", "integer", "boolean", "date", "datetime", "json"]
+COLUMN_TYPES: tuple[ColumnType, ...] = (
+    "string", "number", "integer", "boolean", "date", "datetime", "json",
+)  # fmt: skip
+MAX_COLUMNS = 200
+MAX_COLUMN_NAME = 63  # PostgreSQL's identifier length
+
+
+class TableColumn(SpecModel):
+    """One typed column. ``name``: letters, digits and '_', starting with a letter; unique
+    in its table whatever the case (``Price`` and ``price`` are the same column)."""
+
+    name: str = Field(description="An identifier: letters, digits and '_', a letter first.")
+    type: ColumnType = Field(description="What every value in the column is.")
+    description: str = ""
+    nullable: bool = Field(default=True, description="Whether a row may leave it null.")
+
+
+class TableSpec(ResourceSpec):
+    """A table of typed rows (docs/tables.md): the document is its schema; the rows live in
+    the platform database, outside the document and its versions."""
+
+    category: Literal["table"] = Field(default="table", description="Resource type tag")
+    description: str = ""
+    columns: list[TableColumn] = Field(default=[], description="The columns, in order.")
+
+
 class InlineRoleConfig(SpecModel):
     """An agent's role written inline (an object in ``agent.roles``), as the runtime reads it."""
 
@@ -293,6 +320,10 @@ class CollectionResponse(CollectionSpec, _Served):
     model_config = _RESPONSE_CONFIG
 
 
+class TableResponse(TableSpec, _Served):
+    model_config = _RESPONSE_CONFIG
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceKind:
     category: Category
@@ -309,6 +340,7 @@ KINDS: dict[str, ResourceKind] = {
     "folder": ResourceKind("folder", "Folder", FolderSpec, FolderResponse),
     "collection": ResourceKind("collection", "Collection", CollectionSpec, CollectionResponse),
     "template": ResourceKind("template", "Template", TemplateSpec, TemplateResponse),
+    "table": ResourceKind("table", "Table", TableSpec, TableResponse),
 }
 
 

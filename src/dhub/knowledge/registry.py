@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dhub.knowledge import templates
+from dhub.knowledge import tables_tools, templates
 from dhub.knowledge.tools import KnowledgeKind, Operation
 
-KINDS: Mapping[str, KnowledgeKind] = {"template": templates.KIND}
+KINDS: Mapping[str, KnowledgeKind] = {
+    "table": KnowledgeKind("table", tables_tools.agent_tools, tables_tools.OPERATIONS),
+    "template": templates.KIND,
+}
 
 
 def operation(name: str) -> Operation | None:

@@ -22,6 +22,7 @@ from dhub.domain.resources import (
     placeholders,
 )
 from dhub.engine.validate import check_text
+from dhub.knowledge.tables_schema import column_problems
 from dhub.sandbox.spec import function_problems
 
 _UNION_TAGS = ITEM_TAGS | {"int", "float"}
@@ -48,6 +49,8 @@ def collect_resource_errors(
         errors.extend(_function_problems(body, ()))
     elif kind.category == "template":
         errors.extend(_template_problems(body))
+    elif kind.category == "table":
+        errors.extend(column_problems(body))
     else:
         errors.extend(_role_problems(body))
     return (spec if not errors else None), _dedupe(errors)

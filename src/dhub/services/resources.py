@@ -23,7 +23,7 @@ from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.merge_patch import merge_patch
 from dhub.domain.resources import CONTAINERS, HOME, KINDS, ResourceKind, ResourceSpec, RoleSpec
-from dhub.services import placement, sharing
+from dhub.services import placement, sharing, table_schema
 from dhub.services.agents import decode_cursor, encode_cursor
 from dhub.services.references import check_agent_references, check_tool_items
 from dhub.services.resolution import UnresolvableAgent, resolve_agent
@@ -92,44 +92,55 @@ class ResourceService:
         return {"valid": not errors, "errors": [e.as_dict() for e in errors]}
 
     async def create(self, principal: Principal, category: str, doc: Any) -> ResourceView:
+        spec = self.checked(category, doc)
+        async with self.db.write() as conn:
+            return await self.create_in(conn, principal, spec)
+
+    @staticmethod
+    def checked(category: str, doc: Any) -> ResourceSpec:
+        """``doc`` as a document of ``category``, or InvalidInput with every problem."""
         spec, errors = collect_resource_errors(_kind(category), doc)
         if errors or spec is None:
             raise InvalidInput(errors)
         _check_not_home(spec)
+        return spec
+
+    async def create_in(self, conn: Conn, principal: Principal, spec: ResourceSpec) -> ResourceView:
+        """Store a checked document in the caller's write transaction (a table made by an
+        import: the table and its rows in one transaction)."""
+        category = spec.category
         resource_id, now = new_id(category), now_ms()
-        async with self.db.write() as conn:
-            errors = await self._references(conn, principal, spec)
-            if errors:
-                raise InvalidInput(errors)
-            to = await placement.resolve(
-                conn, principal, category, spec.folder_id, spec.collection_id
+        errors = await self._references(conn, principal, spec)
+        if errors:
+            raise InvalidInput(errors)
+        to = await placement.resolve(conn, principal, category, spec.folder_id, spec.collection_id)
+        spec = placement.placed(spec, to)
+        await self._check_name_free(conn, principal, spec, None)
+        document = spec.model_dump_json()
+        try:
+            await repo.insert_resource(
+                conn,
+                {
+                    **_indexed(spec),
+                    "id": resource_id,
+                    "category": category,
+                    "version": 1,
+                    "document": document,
+                    "is_builtin": False,
+                    "created_by": principal.user_id,
+                    "created_at": now,
+                    "updated_at": now,
+                },
             )
-            spec = placement.placed(spec, to)
-            await self._check_name_free(conn, principal, spec, None)
-            document = spec.model_dump_json()
-            try:
-                await repo.insert_resource(
-                    conn,
-                    {
-                        **_indexed(spec),
-                        "id": resource_id,
-                        "category": category,
-                        "version": 1,
-                        "document": document,
-                        "is_builtin": False,
-                        "created_by": principal.user_id,
-                        "created_at": now,
-                        "updated_at": now,
-                    },
-                )
-            except IntegrityError as exc:  # lost a race for the name
-                raise _name_conflict(spec, None, principal) from exc
-            await repo.insert_version(conn, resource_id, 1, document, principal.user_id, now)
-            await set_tags(conn, resource_id, spec.tags or [])
-            await shares.add_owners(conn, resource_id, [principal.user_id])
-            await tree.place(conn, resource_id, to.parent)
-            await audit.record(conn, principal.user_id, f"{category}.create", resource_id, None, 1)
-            found = await repo.get_resource(conn, resource_id, sorted(principal.principal_ids))
+        except IntegrityError as exc:  # lost a race for the name
+            raise _name_conflict(spec, None, principal) from exc
+        await repo.insert_version(conn, resource_id, 1, document, principal.user_id, now)
+        await table_schema.created(conn, resource_id, spec)
+        await set_tags(conn, resource_id, spec.tags or [])
+        await shares.add_owners(conn, resource_id, [principal.user_id])
+        await tree.place(conn, resource_id, to.parent)
+        await audit.record(conn, principal.user_id, f"{category}.create", resource_id, None, 1)
+        found = await repo.get_resource(conn, resource_id, sorted(principal.principal_ids))
         assert found is not None
         return ResourceView(found.record, found.owners, "owner", found.above)
 
@@ -163,6 +174,19 @@ class ResourceService:
         found = await self._find(conn, principal, category, resource_id)
         allowed = _require(principal, action, found)
         return ResourceView(found.record, found.owners, allowed.scope, found.above)
+
+    async def load(
+        self,
+        conn: Conn,
+        principal: Principal,
+        category: str,
+        resource_id: str,
+        action: policy.Action,
+    ) -> ResourceView:
+        """The resource if ``principal`` may do ``action`` on it, in the caller's transaction
+        (for services built on a kind: a table's rows); NotFound, word for word as for a
+        random id, if the caller cannot see it."""
+        return await self._load(conn, principal, category, resource_id, action)
 
     async def get(self, principal: Principal, category: str, resource_id: str) -> ResourceView:
         async with self.db.read() as conn:
@@ -268,6 +292,7 @@ class ResourceService:
             await repo.update_resource(conn, record.id, values)
         except IntegrityError as exc:
             raise _name_conflict(spec, None, principal) from exc
+        await table_schema.changed(conn, record.id, record.document, spec)
         await repo.insert_version(conn, record.id, version, document, principal.user_id, now)
         await set_tags(conn, record.id, spec.tags or [])
         await audit.record(
@@ -287,6 +312,7 @@ class ResourceService:
             record = (await self._load(conn, principal, category, resource_id, "delete")).record
             if category in CONTAINERS:
                 await _check_empty(conn, record)
+            await table_schema.deleted(conn, category, resource_id)
             await repo.delete_resource(conn, resource_id)
             await audit.record(
                 conn, principal.user_id, f"{category}.delete", resource_id, record.version

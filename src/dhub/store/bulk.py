@@ -12,12 +12,16 @@ Driver errors are raised as SQLAlchemy's, so callers still catch ``IntegrityErro
 
 from __future__ import annotations
 
+import csv
+import io
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg import sql as pgsql
+from sqlalchemy import Table, insert
 from sqlalchemy.dialects.postgresql.psycopg import PGDialectAsync_psycopg
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 from sqlalchemy.engine import Dialect
@@ -124,3 +128,82 @@ class PostgresBulk:
         except psycopg.Error as exc:
             raise DBAPIError.instance(sql, None, exc, psycopg.Error) from exc
         return [cursor.rowcount for cursor in cursors]
+
+
+# -- many rows into one table (tables' imports) -------------------------------------------------
+
+# Rows (values in column order), a batch at a time, already in the form the driver takes:
+# str, int, float, bool or None; dates as ISO text, datetimes as 'YYYY-MM-DD HH:MM:SS.ffffff'
+# (how SQLAlchemy stores them in SQLite; PostgreSQL reads it too), JSON as JSON text
+# (knowledge/tables_schema.storage).
+Batches = Iterator[Sequence[Sequence[Any]]]
+
+
+class SqliteCopy:
+    """Rows into one table by ``executemany`` of one INSERT. Meant to run off the loop
+    thread, on the write connection, inside the transaction that holds it."""
+
+    def __init__(self, table: Table) -> None:
+        dialect = SQLiteDialect_pysqlite(paramstyle="qmark", **json_codec.ENGINE_OPTIONS)  # type: ignore[arg-type]
+        self.sql = str(insert(table).compile(dialect=dialect))
+
+    def run(self, conn: sqlite3.Connection, batches: Batches) -> int:
+        count = 0
+        for batch in batches:
+            try:
+                conn.executemany(self.sql, batch)
+            except sqlite3.Error as exc:
+                raise DBAPIError.instance(self.sql, None, exc, sqlite3.Error) from exc
+            count += len(batch)
+        return count
+
+
+class _Null:
+    """None in ``csv_text``: written bare as \\N (the csv module quotes anything but numbers,
+    and takes this for one), so only a real NULL is an unquoted \\N."""
+
+    def __float__(self) -> float:
+        return 0.0
+
+    def __str__(self) -> str:
+        return "\\N"
+
+
+_NULL = _Null()
+
+
+def csv_text(batch: Sequence[Sequence[Any]]) -> str:
+    """A batch as CSV for PostgreSQL's COPY (FORMAT csv, NULL '\\N'): every string quoted
+    (so '' and '\\N' stay strings), NULL as a bare \\N, numbers and booleans bare."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+    writer.writerows([_NULL if v is None else v for v in row] for row in batch)
+    return buffer.getvalue()
+
+
+class PostgresCopy:
+    """Rows into one table by PostgreSQL's own bulk load (COPY ... FROM STDIN, CSV), in the
+    connection's current transaction; each batch comes as CSV text (``csv_text``)."""
+
+    def __init__(self, table: Table) -> None:
+        names = [column.name for column in table.columns]
+        self.statement = pgsql.SQL("COPY {} ({}) FROM STDIN (FORMAT csv, NULL '\\N')").format(
+            pgsql.Identifier(table.name), pgsql.SQL(", ").join(map(pgsql.Identifier, names))
+        )
+
+    async def run(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        next_batch: Callable[[], Awaitable[tuple[int, str] | None]],
+    ) -> int:
+        """``next_batch``: (rows, their CSV text), None at the end."""
+        count = 0
+        try:
+            async with conn.cursor() as cursor, cursor.copy(self.statement) as copy:
+                while (batch := await next_batch()) is not None:
+                    rows, text = batch
+                    await copy.write(text)
+                    count += rows
+        except psycopg.Error as exc:
+            raise DBAPIError.instance("COPY", None, exc, psycopg.Error) from exc
+        return count

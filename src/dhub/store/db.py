@@ -25,7 +25,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Engine, Table, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -33,7 +33,15 @@ from sqlalchemy.sql.base import Executable
 
 from dhub.settings import private
 from dhub.store import json_codec
-from dhub.store.bulk import Plan, PostgresBulk, SqliteBulk
+from dhub.store.bulk import (
+    Batches,
+    Plan,
+    PostgresBulk,
+    PostgresCopy,
+    SqliteBulk,
+    SqliteCopy,
+    csv_text,
+)
 from dhub.store.inline import InlineConnection, InlineReader, Rows
 
 T = TypeVar("T")
@@ -97,6 +105,31 @@ class Conn:
             return Rows(result.all())
         return Rows((), result.rowcount)
 
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return "postgresql" if self._async is not None else "sqlite"
+
+    async def copy_rows(self, table: Table, batches: Batches) -> int:
+        """Many rows into ``table`` by the database's bulk path (store/bulk.py): on SQLite an
+        ``executemany`` off the loop thread (making the batches too: the iterator may parse
+        a file), on PostgreSQL COPY, the batches made off the loop thread. How many rows;
+        only inside ``Database.write()``; whatever ``batches`` raises propagates."""
+        if not self.writing:
+            raise RuntimeError("copy_rows runs inside Database.write() only")
+        if self._sync is not None:
+            raw = self._sync.connection.dbapi_connection
+            return await asyncio.to_thread(SqliteCopy(table).run, raw, batches)  # type: ignore[arg-type]
+
+        def next_csv() -> tuple[int, str] | None:
+            batch = next(batches, None)
+            return None if batch is None else (len(batch), csv_text(batch))
+
+        async def next_batch() -> tuple[int, str] | None:
+            return await asyncio.to_thread(next_csv)
+
+        return await PostgresCopy(table).run(await self.driver(), next_batch)
+
     async def driver(self) -> Any:
         """The psycopg connection under this transaction (PostgreSQL only): for libraries
         that write in the same transaction (procrastinate's deferrals, runtime/queue.py)."""
@@ -159,6 +192,29 @@ class Database:
 
     def _sqlite_path(self) -> str:
         return make_url(self.url).database or ":memory:"
+
+    @property
+    def sqlite_path(self) -> str | None:
+        """The SQLite file (None on PostgreSQL), for read-only connections of its own
+        (store/table_reads.py)."""
+        return self._sqlite_path() if self.is_sqlite else None
+
+    @asynccontextmanager
+    async def read_only(self, timeout_seconds: float) -> AsyncIterator[AsyncConnection]:
+        """PostgreSQL: a READ ONLY transaction whose statements are cancelled after
+        ``timeout_seconds`` (SET LOCAL statement_timeout); rolled back at the end."""
+        assert self._async is not None, "read_only is PostgreSQL's; SQLite: sqlite_path"
+        async with self._async.connect() as aconn:
+            await aconn.begin()
+            try:
+                await aconn.execute(text("SET TRANSACTION READ ONLY"))
+                await aconn.execute(
+                    text("SELECT set_config('statement_timeout', :ms, true)"),
+                    {"ms": str(max(1, int(timeout_seconds * 1000)))},
+                )
+                yield aconn
+            finally:
+                await aconn.rollback()
 
     @asynccontextmanager
     async def read(self, snapshot: bool = False) -> AsyncIterator[Conn]:
