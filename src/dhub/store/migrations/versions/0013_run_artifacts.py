@@ -1,6 +1,6 @@
 """Run artifacts: the documents a run made (rendered templates), kept with the run.
 
-Revision ID: 0014
+Revision ID: 0013
 Revises: 0012
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0014"
+revision = "0013"
 down_revision = "0012"
 branch_labels = None
 depends_on = None
