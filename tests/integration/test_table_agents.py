@@ -131,3 +131,47 @@ def test_a_user_who_cannot_read_the_table_gets_nothing(settings: Settings) -> No
         # the same refusal as for a table that does not exist at all
         assert ok(client.get(f"{API}/runs", headers=headers))["data"] == []
         assert client.get(f"{API}/tables/{table_id}/rows", headers=headers).status_code == 404
+
+
+CODE = """from dhub_knowledge import KnowledgeError, call
+
+
+def main(region: str) -> dict:
+    rows = call("query_table", {"filter": {"column": "region", "op": "eq", "value": region},
+                                "table_ids": ["table.01jzzzzzzzzzzzzzzzzzzzzzzz"]})["rows"]
+    try:
+        call("no_such_tool", {})
+        refused = ""
+    except KnowledgeError as exc:
+        refused = str(exc)
+    return {"units": sum(r["units"] for r in rows), "refused": refused}
+"""
+
+
+def test_a_code_node_queries_the_table_through_the_same_tools(client: TestClient) -> None:
+    table_id = sales_table(client)
+    expected = totals(client, table_id)
+    doc = {
+        "name": "region-code", "description": "", "mode": "workflow", "input_mode": "event",
+        "tables": [table_id],
+        "nodes": [
+            {"id": "start", "type": "start",
+             "config": {"variables": [{"name": "region", "type": "string"}]}},
+            {"id": "sum", "type": "code",
+             "config": {"source": CODE, "input_mappings": {"region": "{{ region }}"},
+                        "outputs": {"units": "integer", "refused": "string"}}},
+            {"id": "end", "type": "end",
+             "config": {"outputs": [{"name": "units", "type": "number", "value": "{{ units }}"},
+                                    {"name": "refused", "type": "string",
+                                     "value": "{{ refused }}"}]}},
+        ],
+        "edges": [{"source": "start", "target": "sum"}, {"source": "sum", "target": "end"}],
+    }  # fmt: skip
+    agent_id = ok(client.post(f"{API}/agents", json=doc), 201)["id"]
+    run = ok(
+        client.post(f"{API}/agents/{agent_id}/runs", json={"inputs": {"region": "south"}}), 202
+    )
+    done = until(client, run["id"], "succeeded", "failed")
+    assert done["status"] == "succeeded", done["error"]
+    assert done["outputs"]["units"] == expected["south"]  # the bound table, not the planted id
+    assert "no_such_tool" in done["outputs"]["refused"]
