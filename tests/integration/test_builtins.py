@@ -27,10 +27,11 @@ from tests.integration.test_runs_api import ok, until
 from tests.integration.test_sharing_api import World
 
 API = "/api/v1"
-SUMMARIZER, CLASSIFIER, EXTRACTOR = (
+SUMMARIZER, CLASSIFIER, EXTRACTOR, ANALYST = (
     "agent.builtin-summarizer",
     "agent.builtin-classifier",
     "agent.builtin-extractor",
+    "agent.builtin-table-analyst",
 )
 ARTICLE = (
     "The db-1 server ran out of disk at 03:00. Nightly backups failed as a result. The team "
@@ -68,15 +69,21 @@ def run(w: World, who: str, agent_id: str, inputs: dict[str, Any], **extra: Any)
 
 def test_every_shipped_builtin_validates_and_has_a_stable_id() -> None:
     found = shipped()
-    assert [b.id for b in found] == BUILTIN_IDS == sorted([CLASSIFIER, EXTRACTOR, SUMMARIZER])
+    assert [b.id for b in found] == BUILTIN_IDS
+    assert sorted([CLASSIFIER, EXTRACTOR, SUMMARIZER, ANALYST]) == BUILTIN_IDS
     for builtin in found:
-        assert builtin.spec.mode == "workflow" and builtin.spec.input_mode == "event"
-        assert builtin.spec.folder_id is None and builtin.spec.collection_id is None
+        spec = builtin.spec
+        assert spec.folder_id is None and spec.collection_id is None
+        assert "copy it" in spec.description
+        if spec.mode == "react":  # the table analyst: a chat agent, with the caller's tables
+            assert spec.input_mode == "chat" and spec.tables == [] and spec.agent is not None
+            assert (spec.agent.model_provider, spec.agent.model) == ("openai", "gpt-4o-mini")
+            continue
+        assert spec.mode == "workflow" and spec.input_mode == "event"
         # The provider and model the examples use, so the demo model answers for them offline.
-        models = {(n.config.model_provider, n.config.model) for n in builtin.spec.nodes
+        models = {(n.config.model_provider, n.config.model) for n in spec.nodes
                   if n.type == "llm"}  # fmt: skip
         assert models == {("openai", "gpt-4o-mini")}
-        assert "copy it" in builtin.spec.description
 
 
 def test_a_brand_new_user_sees_the_builtins_and_nothing_else(demo: TestClient) -> None:
@@ -298,7 +305,8 @@ def test_a_changed_builtin_is_a_new_version_and_copies_stay_as_they_were(
     later = [_changed(b, description="Summarizes, better.") if b.id == SUMMARIZER else b
              for b in shipped()]  # fmt: skip
     assert _install(settings.database_url, later) == {
-        CLASSIFIER: "unchanged", EXTRACTOR: "unchanged", SUMMARIZER: "upgraded"}  # fmt: skip
+        CLASSIFIER: "unchanged", EXTRACTOR: "unchanged", SUMMARIZER: "upgraded",
+        ANALYST: "unchanged"}  # fmt: skip
     with server(settings) as client:  # this dhub again: back to its own, a third version
         w = World(client)
         w.tokens[bob] = _token(client, bob)
@@ -313,7 +321,9 @@ def test_a_changed_builtin_is_a_new_version_and_copies_stay_as_they_were(
     assert [v["version"] for v in versions] == [3, 2, 1]
     assert {v["created_by"] for v in versions} == {"dhub"}
     assert upgraded["version"] == 3 and upgraded["is_builtin"] is True
-    assert upgraded["description"] == shipped()[-1].spec.description
+    assert (
+        upgraded["description"] == next(b for b in shipped() if b.id == SUMMARIZER).spec.description
+    )
     assert second["description"] == "Summarizes, better."
     assert untouched == copy  # the user's copy: not a field changed
     assert kept["agent_version"] == 1 and kept["status"] == "succeeded"

@@ -175,3 +175,40 @@ def test_a_code_node_queries_the_table_through_the_same_tools(client: TestClient
     assert done["status"] == "succeeded", done["error"]
     assert done["outputs"]["units"] == expected["south"]  # the bound table, not the planted id
     assert "no_such_tool" in done["outputs"]["refused"]
+
+
+def test_the_builtin_table_analyst_copied_with_a_table_answers_from_it(
+    settings: Settings,
+) -> None:
+    with server(settings, list(REPLIES)) as client:
+        world = World(client)
+        bob = world.user("bob")
+        headers = world.as_(bob)
+        data = (ROOT / "examples" / "sales.csv").read_bytes()
+        made = client.post(f"{API}/tables/import", params={"name": "sales", "format": "csv"},
+                           content=data, headers=headers)  # fmt: skip
+        table_id = str(ok(made, 201)["table"]["id"])
+        builtin = "agent.builtin-table-analyst"
+        # Someone else's table is refused like a missing one; nothing is made.
+        other = sales_table(client)
+        refused = client.post(f"{API}/agents/{builtin}/copy", json={"tables": [other]},
+                              headers=headers)  # fmt: skip
+        assert refused.status_code == 422
+        assert [e["loc"] for e in refused.json()["errors"]] == ["/tables/0"]
+        copied = client.post(f"{API}/agents/{builtin}/copy", json={"tables": [table_id]},
+                             headers=headers)  # fmt: skip
+        mine = ok(copied, 201)
+        assert mine["tables"] == [table_id] and mine["is_builtin"] is False
+        chat = ok(client.post(f"{API}/agents/{mine['id']}/conversations", headers=headers), 201)
+        question = {"content": "Which region sold the most?"}
+        sent = client.post(f"{API}/conversations/{chat['id']}/messages", json=question,
+                           headers=headers)  # fmt: skip
+        run_id = ok(sent, 202)["id"]
+        done = until(client, run_id, "succeeded", "failed", **headers)
+        events = ok(client.get(f"{API}/runs/{run_id}/events", params={"limit": 1000},
+                               headers=headers))["data"]  # fmt: skip
+    assert done["status"] == "succeeded", done["error"]
+    assert done["outputs"] == {"answer": ANSWER}
+    assert [e["data"]["name"] for e in events if e["type"] == "tool.succeeded"] == [
+        "describe_table", "query_table", "sql_query",
+    ]  # fmt: skip

@@ -307,7 +307,7 @@ CLIENT_METHODS = {
     "delete_agent": ["agent"],
     "delete_group": ["group_id"],
     "delete_user": ["user_id"],
-    "copy_agent": ["agent", "name", "folder_id"],
+    "copy_agent": ["agent", "name", "folder_id", "tables", "templates", "ontologies"],
     "export_agent": ["agent"],
     "collection_children": ["collection", "limit", "cursor"],
     "create_collection": ["name", "description", "alias", "tags"],

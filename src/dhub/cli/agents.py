@@ -282,13 +282,21 @@ def copy(
         str | None,
         typer.Option("--folder", help="The folder id to put it in (default: where new agents go)."),
     ] = None,
+    table: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--table",
+            help="A table (name or id) the copy lists instead of the agent's; repeat for more.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Copy an agent you can read (a built-in one too) into one of your own to change."""
     with reporting_errors():
         api = client_from(ctx)
         found = resolve_agent(api, agent)
-        made = api.copy_agent(str(found["id"]), name=name, folder_id=folder)
+        tables = [str(api.resolve_table(t)["id"]) for t in table] if table else None
+        made = api.copy_agent(str(found["id"]), name=name, folder_id=folder, tables=tables)
     done(as_json, f"copied {labelled(found)} to {labelled(made)}", made)
 
 

@@ -245,14 +245,24 @@ class Client(AccessMixin, FoldersMixin, TablesMixin, RunsMixin, ConversationsMix
         return None
 
     def copy_agent(
-        self, agent: str, name: str | None = None, folder_id: str | None = None
+        self,
+        agent: str,
+        name: str | None = None,
+        folder_id: str | None = None,
+        tables: Sequence[str] | None = None,
+        templates: Sequence[str] | None = None,
+        ontologies: Sequence[str] | None = None,
     ) -> Agent:
         """An editable copy of an agent you can read (a built-in or any other; ``agent``: its
         id or name): yours, version 1, not built-in. ``name``: the copy's (a ``Conflict`` if
         taken); default: the agent's, or the first free of ``<name>-copy``,
         ``<name>-copy-2``, ... ``folder_id``: where it goes; default: where a new agent
-        without a folder goes."""
-        body = {k: v for k, v in (("name", name), ("folder_id", folder_id)) if v is not None}
+        without a folder goes. ``tables``, ``templates``, ``ontologies``: ids the copy lists
+        instead of the agent's (e.g. the built-in table-analyst with your table)."""
+        given = (("name", name), ("folder_id", folder_id), ("tables", tables),
+                 ("templates", templates), ("ontologies", ontologies))  # fmt: skip
+        body = {k: list(v) if isinstance(v, Sequence) and not isinstance(v, str) else v
+                for k, v in given if v is not None}  # fmt: skip
         return self._object("POST", f"{self._agent_path(agent)}/copy", json=body)
 
     def apply_agent(self, doc: Mapping[str, Any]) -> ApplyResult:

@@ -60,6 +60,9 @@ class CopyOf:
 
 
 COPY_FIELDS = ("name", "folder_id")
+# A copy may list other knowledge than its source (a built-in that works on a table is copied
+# with the caller's table): lists of ids, checked for the caller like any create's.
+COPY_LISTS = ("tables", "templates", "ontologies")
 
 
 def dump_spec(spec: AgentSpec) -> str:
@@ -128,10 +131,11 @@ class AgentService:
     async def copy(self, principal: Principal, agent_id: str, body: Any) -> AgentView:
         """An editable copy of an agent the caller may read (a built-in or any other), owned
         by the caller, at version 1: its current document, saved like any new agent (its
-        references checked for the caller), with ``name`` and ``folder_id`` from ``body``.
+        references checked for the caller), with ``name``, ``folder_id`` and the knowledge
+        lists (``tables``, ``templates``, ``ontologies``) from ``body``.
         Without a name it keeps the source's, or the first free of ``<name>-copy``,
         ``<name>-copy-2``, ...; without a folder it goes where a new agent without one goes."""
-        name, folder_id = _copy_body(body)
+        name, folder_id, lists = _copy_body(body)
         async with self.db.read() as conn:
             source = await self._load(conn, principal, agent_id, "read")
         record = source.record
@@ -144,6 +148,7 @@ class AgentService:
             doc["folder_id"] = folder_id
         if name is not None:
             doc["name"] = name
+        doc.update(lists)
         copy_of = CopyOf(record, name is None, source.effective_markings)
         return await self.create(principal, doc, copy_of=copy_of)
 
@@ -458,29 +463,39 @@ def _require(principal: Principal, action: policy.Action, found: repo.AgentRow) 
     )
 
 
-def _copy_body(body: Any) -> tuple[str | None, str | None]:
-    """The ``name`` and ``folder_id`` a copy asks for (None: not asked); no body is {}."""
+def _copy_body(body: Any) -> tuple[str | None, str | None, dict[str, list[str]]]:
+    """The ``name``, ``folder_id`` and knowledge lists a copy asks for (None, {}: not asked);
+    no body is {}."""
     if body is None:
-        return None, None
+        return None, None, {}
     if not isinstance(body, dict):
         message = (
-            'The body is optional; when given, a JSON object: {"name": ..., "folder_id": ...}.'
+            'The body is optional; when given, a JSON object: {"name": ..., "folder_id": ..., '
+            '"tables": [...], "templates": [...], "ontologies": [...]}.'
         )
         raise InvalidInput([FieldError("", message, "type")])
     errors = [
-        FieldError(f"/{key}", f"A copy takes only 'name' and 'folder_id': remove '{key}'.",
-                   "extra_forbidden")
+        FieldError(f"/{key}", "A copy takes only 'name', 'folder_id', 'tables', 'templates' "
+                   f"and 'ontologies': remove '{key}'.", "extra_forbidden")
         for key in body
-        if key not in COPY_FIELDS
+        if key not in COPY_FIELDS and key not in COPY_LISTS
     ]  # fmt: skip
     for key in COPY_FIELDS:
         if body.get(key) is not None and not isinstance(body[key], str):
             errors.append(
                 FieldError(f"/{key}", f"'{key}' is a string (or null to leave it out).", "type")
             )
+    for key in COPY_LISTS:
+        value = body.get(key)
+        if value is not None and not (
+            isinstance(value, list) and all(isinstance(i, str) for i in value)
+        ):
+            message = f"'{key}' is a list of ids (or null to keep the agent's)."
+            errors.append(FieldError(f"/{key}", message, "type"))
     if errors:
         raise InvalidInput(errors)
-    return body.get("name"), body.get("folder_id")
+    lists = {key: list(body[key]) for key in COPY_LISTS if body.get(key) is not None}
+    return body.get("name"), body.get("folder_id"), lists
 
 
 _MAX_NAME = 200

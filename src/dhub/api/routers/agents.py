@@ -156,6 +156,17 @@ _COPY_BODY: dict[str, Any] = {
                             "description": "Where the copy goes; default: where a new agent "
                             "without folder_id goes",
                         },
+                        **{
+                            field: {
+                                "anyOf": [
+                                    {"type": "array", "items": {"type": "string"}},
+                                    {"type": "null"},
+                                ],
+                                "description": f"The copy's {field} (ids), instead of the "
+                                "agent's; default: the agent's",
+                            }
+                            for field in ("tables", "templates", "ontologies")
+                        },
                     },
                     "additionalProperties": False,
                 }
