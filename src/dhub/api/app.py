@@ -26,6 +26,7 @@ from dhub.api.routers import (
     folders,
     health,
     models,
+    ontologies,
     principals,
     resources,
     runs,
@@ -38,6 +39,7 @@ from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.examples import load_examples
 from dhub.services.folders import FolderService
+from dhub.services.ontologies import OntologyService
 from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
@@ -76,6 +78,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             folders=FolderService(db, resource_service),
             templates=TemplateService(db, resource_service, run_service),
             artifacts=ArtifactService(db, run_service),
+            ontologies=OntologyService(db),
         )
         app.state.services = services
         app.state.runtime = runtime
@@ -126,6 +129,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
     app.include_router(folders.router, prefix="/api/v1")  # before /folders/{id}
     for router in resources.routers:
         app.include_router(router, prefix="/api/v1")
+    app.include_router(ontologies.router, prefix="/api/v1")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

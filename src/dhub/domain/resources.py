@@ -31,10 +31,13 @@ from dhub.domain.base import JsonObject, PositiveInt, SpecModel
 from dhub.domain.documents import DocumentFormat, TemplateVariable
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig, FunctionSpec, ToolItem
 from dhub.domain.knowledge import KnowledgeTool
+from dhub.knowledge.ontology_schema import OntologyBody
 
-Category = Literal["prompt", "tool", "actor", "role", "folder", "collection", "template"]
+Category = Literal[
+    "prompt", "tool", "actor", "role", "folder", "collection", "template", "ontology"
+]
 CATEGORIES: tuple[Category, ...] = (
-    "prompt", "tool", "actor", "role", "folder", "collection", "template",
+    "prompt", "tool", "actor", "role", "folder", "collection", "template", "ontology",
 )  # fmt: skip
 # The kinds that hold other resources (DESIGN.md 2.2).
 CONTAINERS = frozenset({"folder", "collection"})
@@ -209,6 +212,13 @@ class TemplateSpec(ResourceSpec):
     description: str = ""
 
 
+class OntologySpec(ResourceSpec, OntologyBody):
+    """Object types with typed properties and link types between them; the objects and links
+    themselves are data (``/api/v1/ontologies/{id}/objects``), not part of the document."""
+
+    category: Literal["ontology"] = Field(default="ontology", description="Resource type tag")
+
+
 class InlineRoleConfig(SpecModel):
     """An agent's role written inline (an object in ``agent.roles``), as the runtime reads it."""
 
@@ -293,6 +303,10 @@ class CollectionResponse(CollectionSpec, _Served):
     model_config = _RESPONSE_CONFIG
 
 
+class OntologyResponse(OntologySpec, _Served):
+    model_config = _RESPONSE_CONFIG
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceKind:
     category: Category
@@ -309,6 +323,7 @@ KINDS: dict[str, ResourceKind] = {
     "folder": ResourceKind("folder", "Folder", FolderSpec, FolderResponse),
     "collection": ResourceKind("collection", "Collection", CollectionSpec, CollectionResponse),
     "template": ResourceKind("template", "Template", TemplateSpec, TemplateResponse),
+    "ontology": ResourceKind("ontology", "Ontology", OntologySpec, OntologyResponse),
 }
 
 
