@@ -7,8 +7,9 @@ from collections.abc import Mapping
 
 from dhub.knowledge import templates
 from dhub.knowledge.tools import KnowledgeKind, Operation
+from dhub.services.ontology_ops import KIND as ONTOLOGY
 
-KINDS: Mapping[str, KnowledgeKind] = {"template": templates.KIND}
+KINDS: Mapping[str, KnowledgeKind] = {"template": templates.KIND, "ontology": ONTOLOGY}
 
 
 def operation(name: str) -> Operation | None:

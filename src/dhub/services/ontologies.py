@@ -9,6 +9,8 @@ every endpoint, before anything about the request is looked at.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +40,6 @@ from dhub.knowledge.ontology_values import (
     words,
 )
 from dhub.knowledge.ontology_values import from_text as text_value
-from dhub.services.agents import decode_cursor, encode_cursor
 from dhub.store import ontology as store
 from dhub.store import resources as repo
 from dhub.store.db import Conn, Database
@@ -296,9 +297,7 @@ class OntologyService:
             )
         page = found[:limit]
         more = len(found) > limit
-        next_cursor = (
-            encode_cursor(orjson.dumps([page[-1].type, page[-1].key]).decode()) if more else None
-        )
+        next_cursor = encode_cursor([page[-1].type, page[-1].key]) if more else None
         return {
             "data": [object_json(r) for r in page],
             "next_cursor": next_cursor if more else None,
@@ -408,7 +407,7 @@ class OntologyService:
     ) -> dict[str, Any]:
         """The objects linked to one object by a link type (its name: from its "from" end;
         its inverse's name, or ``reverse``: from its "to" end), by key."""
-        after = decode_cursor(cursor) if cursor else None
+        after = _follow_cursor(cursor) if cursor else None
         async with self.db.read(snapshot=True) as conn:
             opened = await open_ontology(conn, principal, ontology_id, "read")
             spec = type_of(opened, type_name)
@@ -533,21 +532,45 @@ def _limit(value: Any) -> int:
     return value
 
 
-def _search_cursor(cursor: Any) -> tuple[str, str]:
-    text = decode_cursor(cursor) if isinstance(cursor, str) else ""
+def encode_cursor(after: Any) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps({"after": after})).decode().rstrip("=")
+
+
+def _decoded(cursor: Any) -> Any:
     try:
-        after = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        after = None
-    if not isinstance(after, list) or len(after) != 2 or not all(isinstance(a, str) for a in after):
-        raise InvalidInput(
-            [
-                FieldError(
-                    "/cursor",
-                    "This cursor is not one the server issued: "
-                    "pass next_cursor from the previous page unchanged.",
-                    "invalid_cursor",
-                )
-            ]
-        )
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        return orjson.loads(raw)["after"]
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        return None
+
+
+def _bad_cursor(at: str) -> InvalidInput:
+    return InvalidInput(
+        [
+            FieldError(
+                at,
+                "This cursor is not one the server issued: pass next_cursor from the previous "
+                "page unchanged, or leave cursor out to start again.",
+                "invalid_cursor",
+            )
+        ]
+    )
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and "\x00" not in value  # NUL: PostgreSQL cannot compare it
+
+
+def _search_cursor(cursor: Any) -> tuple[str, str]:
+    after = _decoded(cursor) if isinstance(cursor, str) else None
+    if not isinstance(after, list) or len(after) != 2 or not all(_text(a) for a in after):
+        raise _bad_cursor("/cursor")
     return after[0], after[1]
+
+
+def _follow_cursor(cursor: str) -> str:
+    after = _decoded(cursor)
+    if not _text(after):
+        raise _bad_cursor("/query/cursor")
+    assert isinstance(after, str)
+    return after
