@@ -6,11 +6,13 @@ against a reference: test_ontologies_search.py."""
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.conftest import ROOT
 from tests.integration.test_sharing_api import ok
 from tests.support.ontology import API, SCHEMA, customer, make, ontology_doc, order, seed
 
@@ -408,3 +410,14 @@ def test_import_errors_point_at_the_item_and_property_and_store_nothing(
     )
     assert errors_of(response) == [("/2/properties/name", "invalid_value")]
     assert ok(client.get(f"{API}/{ontology_id}/objects"))["data"] == []
+
+
+def test_the_example_ontology_loads(client: TestClient) -> None:
+    example = json.loads((ROOT / "examples" / "knowledge" / "support_ontology.json").read_text())
+    ontology_id = ok(client.post(API, json=example["ontology"]), 201)["id"]
+    done = ok(client.post(f"{API}/{ontology_id}/import", json=example["data"]))
+    assert done["objects"]["created"] >= 30 and done["links"]["created"] >= 40
+    orders = ok(client.get(f"{API}/{ontology_id}/objects/customer/C-001/links/placed"))
+    assert orders["data"] and all(o["type"] == "order" for o in orders["data"])
+    [ada] = ok(client.get(f"{API}/{ontology_id}/objects", params={"q": "lovelace"}))["data"]
+    assert ada["key"] == "C-001"

@@ -116,6 +116,21 @@ def test_changing_an_object_waits_for_a_person(settings: Settings) -> None:
         assert ok(client.get(f"{API}/{ontology_id}/objects/customer/c9"))["title"] == "Umbrella"
 
 
+def test_with_auto_confirmation_a_change_needs_no_person(settings: Settings) -> None:
+    create = {
+        "id": "c1",
+        "name": "ontology_create_object",
+        "arguments": {"type": "customer", "properties": {"id": "c9", "name": "Umbrella"}},
+    }
+    with server(settings, [{"tool_calls": [create]}, "Created Umbrella."]) as client:
+        ontology_id = make(client)
+        doc = {**explorer(ontology_id), "options": {"ontology_confirmation": "auto"}}
+        agent = ok(client.post(AGENTS, json=doc), 201)
+        _, run_id = say(client, agent["id"], "Add the customer Umbrella as c9")
+        assert until(client, run_id, "succeeded", "failed", "waiting")["status"] == "succeeded"
+        assert ok(client.get(f"{API}/{ontology_id}/objects/customer/c9"))["title"] == "Umbrella"
+
+
 def test_the_tools_describe_the_schema_and_bind_the_ids(client: TestClient) -> None:
     ontology_id = make(client)
     document = json.dumps(ontology_doc())

@@ -87,21 +87,23 @@ def order(number: int, **props: Any) -> dict[str, Any]:
 
 def seed(client: TestClient, ontology_id: str) -> None:
     """Three customers, three orders, two products and their links."""
-    items = [
-        customer("c1", "Acme Corp", country="FR", vip=True, since="2020-01-05"),
-        customer("c2", "Globex", country="DE", vip=False),
-        customer("c3", "Initech", country="FR"),
-        order(1, total=120.5, status="open", placed_at="2026-01-02T10:00:00Z"),
-        order(2, total=80, status="shipped"),
-        order(3, total=15.25, status="open", notes={"gift": True}),
-        {"type": "product", "properties": {"sku": "p-1", "name": "Widget", "price": 9.5}},
-        {"type": "product", "properties": {"sku": "p-2", "name": "Gadget", "price": 20}},
-        {"link_type": "placed", "from": "c1", "to": 1},
-        {"link_type": "placed", "from": "c1", "to": 2},
-        {"link_type": "placed", "from": "c2", "to": 3},
-        {"link_type": "contains", "from": 1, "to": "p-1"},
-        {"link_type": "contains", "from": 1, "to": "p-2"},
-        {"link_type": "contains", "from": 3, "to": "p-1"},
-    ]
-    response = client.post(f"{API}/{ontology_id}/import", json=items)
+    response = client.post(f"{API}/{ontology_id}/import", json=SHOP_ITEMS)
     assert response.status_code == 200, response.text
+
+
+SHOP_ITEMS: list[dict[str, Any]] = [
+    customer("c1", "Acme Corp", country="FR", vip=True, since="2020-01-05"),
+    customer("c2", "Globex", country="DE", vip=False),
+    customer("c3", "Initech", country="FR"),
+    order(1, total=120.5, status="open", placed_at="2026-01-02T10:00:00Z"),
+    order(2, total=80, status="shipped"),
+    order(3, total=15.25, status="open", notes={"gift": True}),
+    {"type": "product", "properties": {"sku": "p-1", "name": "Widget", "price": 9.5}},
+    {"type": "product", "properties": {"sku": "p-2", "name": "Gadget", "price": 20}},
+    {"link_type": "placed", "from": "c1", "to": 1},
+    {"link_type": "placed", "from": "c1", "to": 2},
+    {"link_type": "placed", "from": "c2", "to": 3},
+    {"link_type": "contains", "from": 1, "to": "p-1"},
+    {"link_type": "contains", "from": 1, "to": "p-2"},
+    {"link_type": "contains", "from": 3, "to": "p-1"},
+]
