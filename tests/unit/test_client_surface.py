@@ -295,6 +295,7 @@ CLIENT_METHODS = {
     "create_ontology": ["doc"],
     "delete_object": ["ontology", "type", "key"],
     "delete_ontology": ["ontology"],
+    "folder_paths": ["ids"],
     "follow_links": ["ontology", "type", "key", "link", "reverse", "limit", "cursor"],
     "get_object": ["ontology", "type", "key"],
     "get_ontology": ["ontology"],
