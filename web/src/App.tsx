@@ -17,10 +17,12 @@ import { TasksPage } from './pages/Tasks'
 import { ChatPage } from './pages/Chat'
 import { SharingPage } from './pages/Sharing'
 import { FoldersPage } from './pages/Folders'
+import { OntologiesPage } from './pages/Ontologies'
 
 const NAV = [
   { path: '/agents', label: 'Agents' },
   { path: '/folders', label: 'Folders' },
+  { path: '/ontologies', label: 'Ontologies' },
   { path: '/examples', label: 'Examples' },
   { path: '/runs', label: 'Runs' },
   { path: '/tasks', label: 'Tasks' },
@@ -39,6 +41,8 @@ function page(route: Route) {
       return <AgentsPage route={route} />
     case 'folders':
       return <FoldersPage selectedId={id ?? null} />
+    case 'ontologies':
+      return <OntologiesPage ontologyId={id ?? null} />
     case 'examples':
       return <ExamplesPage />
     case 'runs':

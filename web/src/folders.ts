@@ -31,5 +31,6 @@ export function folderLabel(folder: Placed): string {
 export function pageOf(item: Placed): string | null {
   if (item.category === 'agent') return `/agents/${item.id}`
   if (item.category === 'folder' || item.category === 'collection') return `/folders/${item.id}`
+  if (item.category === 'ontology') return `/ontologies/${item.id}`
   return null
 }
