@@ -30,6 +30,7 @@ from dhub.store.db import Conn, Database
 Loc = tuple[str | int, ...]
 MAX_ITEMS = 100_000
 MAX_ERRORS = 50  # reported at once
+ANALYZE_AFTER = 5_000  # new rows after which PostgreSQL's statistics are refreshed
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +296,8 @@ async def import_items(
             raise InvalidInput(errors[:MAX_ERRORS])
         created, updated = await _store_objects(conn, opened, plan, principal.user_id)
         new_links = await _store_links(conn, opened, plan, principal.user_id)
+        if created + new_links >= ANALYZE_AFTER:
+            await store.refresh_statistics(conn)
     return {
         "objects": {"created": created, "updated": updated},
         "links": {"created": new_links, "existing": len(plan.links) - new_links},

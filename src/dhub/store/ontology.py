@@ -10,15 +10,19 @@ both databases and scans only the ontology's objects (of the type, when one is n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
+    BindParameter,
     ColumnElement,
     Float,
+    Select,
     Text,
     and_,
+    bindparam,
     cast,
     delete,
     func,
@@ -26,6 +30,7 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    text,
     tuple_,
     update,
 )
@@ -72,12 +77,16 @@ async def get_objects(
 ) -> dict[str, ObjectRecord]:
     if not keys:
         return {}
-    stmt = select(*_COLUMNS).where(
-        objects.c.ontology_id == ontology_id,
-        objects.c.type == type_name,
-        objects.c.key.in_(sorted(keys)),
-    )
-    return {r.key: r for r in _records((await conn.execute(stmt)).all())}
+    params = {"ontology_id": ontology_id, "type": type_name, "keys": sorted(keys)}
+    return {r.key: r for r in _records((await conn.execute(_GET, params)).all())}
+
+
+# Statements built once (SQLite reads compile a statement once per object: store/inline.py).
+_GET = select(*_COLUMNS).where(
+    objects.c.ontology_id == bindparam("ontology_id"),
+    objects.c.type == bindparam("type"),
+    objects.c.key.in_(bindparam("keys", expanding=True)),
+)
 
 
 async def insert_objects(conn: Conn, rows: Sequence[dict[str, Any]]) -> None:
@@ -130,20 +139,20 @@ async def delete_all(conn: Conn, ontology_id: str) -> None:
 # -- search ---------------------------------------------------------------------------------------
 
 
-def _value(conn: Conn, name: str, kind: str) -> ColumnElement[Any]:
+def _value(sqlite: bool, name: str, kind: str) -> ColumnElement[Any]:
     """The property's stored value in SQL, comparable with a bound value of its type
     (booleans as the text 'true' / 'false'). ``name`` is an identifier (the schema says so),
     so it is safe inside the path literal."""
     props = objects.c.properties
-    if conn.is_sqlite:
+    if sqlite:
         fn = func.json_type if kind == "boolean" else func.json_extract
         return fn(props, literal_column(f"'$.{name}'"))
-    text: ColumnElement[Any] = props.op("->>", return_type=Text)(literal_column(f"'{name}'"))
+    raw: ColumnElement[Any] = props.op("->>", return_type=Text)(literal_column(f"'{name}'"))
     if kind in ("number", "integer"):
-        return cast(text, Float)
+        return cast(raw, Float)
     if kind in ("string", "date", "datetime"):
-        return text.collate("C")
-    return text
+        return raw.collate("C")
+    return raw
 
 
 def _bound(f: Filter, value: Any) -> Any:
@@ -152,15 +161,14 @@ def _bound(f: Filter, value: Any) -> Any:
     return value
 
 
-def _condition(conn: Conn, f: Filter) -> ColumnElement[bool]:
-    value = _value(conn, f.property, f.type)
-    if f.op == "contains":
-        position = func.instr(value, f.value) if conn.is_sqlite else func.strpos(value, f.value)
-        return position > 0
-    if f.op == "in":
-        return value.in_([_bound(f, v) for v in f.value])
-    bound = _bound(f, f.value)
-    if f.op == "ne":
+def _condition(sqlite: bool, prop: str, kind: str, op: str, i: int) -> ColumnElement[bool]:
+    value = _value(sqlite, prop, kind)
+    bound: BindParameter[Any] = bindparam(f"v{i}", expanding=op == "in")
+    if op == "contains":
+        return (func.instr(value, bound) if sqlite else func.strpos(value, bound)) > 0
+    if op == "in":
+        return value.in_(bound)
+    if op == "ne":
         return or_(value.is_(None), value != bound)
     ops: dict[str, ColumnElement[bool]] = {
         "eq": value == bound,
@@ -169,7 +177,29 @@ def _condition(conn: Conn, f: Filter) -> ColumnElement[bool]:
         "gt": value > bound,
         "gte": value >= bound,
     }
-    return ops[f.op]
+    return ops[op]
+
+
+Shape = tuple[bool, bool, tuple[tuple[str, str, str], ...], int, bool]
+
+
+@functools.lru_cache(maxsize=512)
+def _search_statement(shape: Shape) -> Select[Any]:
+    """One search's SELECT, by its shape (whether on SQLite, whether typed, the filters'
+    properties and operators, how many words, whether paged): values are bound, so a shape
+    is built (and on SQLite compiled) once."""
+    sqlite, typed, conditions, word_count, paged = shape
+    stmt = select(*_COLUMNS).where(objects.c.ontology_id == bindparam("ontology_id"))
+    if typed:
+        stmt = stmt.where(objects.c.type == bindparam("type"))
+    for i, (prop, kind, op) in enumerate(conditions):
+        stmt = stmt.where(_condition(sqlite, prop, kind, op, i))
+    for i in range(word_count):
+        stmt = stmt.where(objects.c.search_text.like(bindparam(f"w{i}"), escape="\\"))
+    if paged:
+        after = tuple_(bindparam("after_type"), bindparam("after_key"))
+        stmt = stmt.where(tuple_(objects.c.type, objects.c.key) > after)
+    return stmt.order_by(objects.c.type, objects.c.key).limit(bindparam("limit"))
 
 
 async def search(
@@ -182,17 +212,20 @@ async def search(
     limit: int,
 ) -> list[ObjectRecord]:
     """Objects passing every filter with every word in their text, by (type, key)."""
-    stmt = select(*_COLUMNS).where(objects.c.ontology_id == ontology_id)
-    if type_name is not None:
-        stmt = stmt.where(objects.c.type == type_name)
-    for f in filters:
-        stmt = stmt.where(_condition(conn, f))
-    for word in words:
-        stmt = stmt.where(objects.c.search_text.like(_like(word), escape="\\"))
+    conditions = tuple((f.property, f.type, f.op) for f in filters)
+    shape = (conn.is_sqlite, type_name is not None, conditions, len(words), after is not None)
+    params: dict[str, Any] = {"ontology_id": ontology_id, "type": type_name, "limit": limit}
+    for i, f in enumerate(filters):
+        value = [_bound(f, v) for v in f.value] if f.op == "in" else _bound(f, f.value)
+        params[f"v{i}"] = value
+    for i, word in enumerate(words):
+        params[f"w{i}"] = _like(word)
     if after is not None:
-        stmt = stmt.where(tuple_(objects.c.type, objects.c.key) > tuple_(*after))
-    stmt = stmt.order_by(objects.c.type, objects.c.key).limit(limit)
-    return _records((await conn.execute(stmt)).all())
+        params["after_type"], params["after_key"] = after
+    if type_name is None:
+        del params["type"]
+    rows = await conn.execute(_search_statement(shape), params)
+    return _records(rows.all())
 
 
 # -- links ----------------------------------------------------------------------------------------
@@ -256,6 +289,20 @@ async def follow(
     limit: int,
 ) -> list[ObjectRecord]:
     """The objects (of ``other_type``) at the other end of ``key``'s links, by key."""
+    params = {
+        "ontology_id": ontology_id,
+        "link_type": link_type,
+        "key": key,
+        "other_type": other_type,
+        "after": after,
+        "limit": limit,
+    }
+    rows = await conn.execute(_follow_statement(forward, after is not None), params)
+    return _records(rows.all())
+
+
+@functools.cache
+def _follow_statement(forward: bool, paged: bool) -> Select[Any]:
     here, there = (
         (links.c.from_key, links.c.to_key) if forward else (links.c.to_key, links.c.from_key)
     )
@@ -263,19 +310,22 @@ async def follow(
         objects,
         and_(
             objects.c.ontology_id == links.c.ontology_id,
-            objects.c.type == other_type,
+            objects.c.type == bindparam("other_type"),
             objects.c.key == there,
         ),
     )
     stmt = (
         select(*_COLUMNS)
         .select_from(joined)
-        .where(links.c.ontology_id == ontology_id, links.c.link_type == link_type, here == key)
+        .where(
+            links.c.ontology_id == bindparam("ontology_id"),
+            links.c.link_type == bindparam("link_type"),
+            here == bindparam("key"),
+        )
     )
-    if after is not None:
-        stmt = stmt.where(there > after)
-    stmt = stmt.order_by(there).limit(limit)
-    return _records((await conn.execute(stmt)).all())
+    if paged:
+        stmt = stmt.where(there > bindparam("after"))
+    return stmt.order_by(there).limit(bindparam("limit"))
 
 
 # -- what a schema change needs to know -----------------------------------------------------------
@@ -296,7 +346,7 @@ async def counts(conn: Conn, ontology_id: str, body: OntologyBody) -> Counts:
         if not held.get(spec.name) or not spec.properties:
             continue
         columns = [
-            func.count(_value(conn, p.name, "json" if p.type == "boolean" else p.type))
+            func.count(_value(conn.is_sqlite, p.name, "json" if p.type == "boolean" else p.type))
             for p in spec.properties
         ]
         stmt = select(*columns).where(
@@ -346,3 +396,11 @@ async def existing_keys(
         )
         found |= {row[0] for row in (await conn.execute(stmt)).all()}
     return found
+
+
+async def refresh_statistics(conn: Conn) -> None:
+    """PostgreSQL's planner statistics of the two tables, after a bulk import: a table that
+    grew from little to much is otherwise planned as if small (sequential scans) until the
+    autovacuum daemon gets to it. SQLite plans by its indexes without them."""
+    if not conn.is_sqlite:
+        await conn.execute(text("ANALYZE ontology_objects, ontology_links"))
