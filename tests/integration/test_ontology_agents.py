@@ -116,6 +116,36 @@ def test_changing_an_object_waits_for_a_person(settings: Settings) -> None:
         assert ok(client.get(f"{API}/{ontology_id}/objects/customer/c9"))["title"] == "Umbrella"
 
 
+def finder(ontology_id: str) -> dict[str, Any]:
+    """A workflow: its tool_call node searches the ontology it lists."""
+    return {
+        "name": "finder", "description": "", "mode": "workflow", "input_mode": "event",
+        "ontologies": [ontology_id],
+        "nodes": [
+            {"id": "start", "type": "start",
+             "config": {"variables": [{"name": "who", "type": "string"}]}},
+            {"id": "find", "type": "tool_call",
+             "config": {"tool": "ontology_search",
+                        "input_mappings": {"type": "customer", "q": "{{ who }}",
+                                           "ontology_ids": ["ontology.planted"]},
+                        "outputs": {"title": "objects.0.key"}}},
+            {"id": "end", "type": "end",
+             "config": {"outputs": [{"name": "key", "type": "string", "value": "{{ title }}"}]}},
+        ],
+        "edges": [{"source": "start", "target": "find"}, {"source": "find", "target": "end"}],
+    }  # fmt: skip
+
+
+def test_a_workflow_node_searches_its_ontology(client: TestClient) -> None:
+    ontology_id = make(client)
+    seed(client, ontology_id)
+    agent = ok(client.post(AGENTS, json=finder(ontology_id)), 201)
+    run = ok(client.post(f"{AGENTS}/{agent['id']}/runs", json={"inputs": {"who": "globex"}}), 202)
+    done = until(client, run["id"], "succeeded", "failed")
+    assert done["status"] == "succeeded", done
+    assert done["outputs"] == {"key": "c2"}
+
+
 def test_with_auto_confirmation_a_change_needs_no_person(settings: Settings) -> None:
     create = {
         "id": "c1",
