@@ -421,3 +421,26 @@ def test_the_example_ontology_loads(client: TestClient) -> None:
     assert orders["data"] and all(o["type"] == "order" for o in orders["data"])
     [ada] = ok(client.get(f"{API}/{ontology_id}/objects", params={"q": "lovelace"}))["data"]
     assert ada["key"] == "C-001"
+
+
+def test_changes_to_objects_and_links_are_audited(client: TestClient) -> None:
+    ontology_id = make(client)
+    base = f"{API}/{ontology_id}"
+    ok(client.post(f"{base}/objects", json=customer("c1", "Acme")), 201)
+    ok(client.patch(f"{base}/objects/customer/c1", json={"properties": {"vip": True}}))
+    ok(client.post(f"{base}/import", json=[order(1)]))
+    ok(client.post(f"{base}/links", json={"link_type": "placed", "from": "c1", "to": 1}), 201)
+    assert client.delete(f"{base}/links/placed/c1/1").status_code == 204
+    assert client.delete(f"{base}/objects/customer/c1").status_code == 204
+    entries = ok(client.get("/api/v1/audit", params={"target_id": ontology_id}))["data"][::-1]
+    assert [(e["action"], e["before"], e["after"]) for e in entries] == [
+        ("ontology.create", None, 1),
+        ("ontology.object.create", None, {"type": "customer", "key": "c1"}),
+        ("ontology.object.update", {"type": "customer", "key": "c1"},
+         {"type": "customer", "key": "c1"}),
+        ("ontology.import", None, {"objects": {"created": 1, "updated": 0},
+                                   "links": {"created": 0, "existing": 0}}),
+        ("ontology.link", None, {"link_type": "placed", "from": "c1", "to": "1"}),
+        ("ontology.unlink", {"link_type": "placed", "from": "c1", "to": "1"}, None),
+        ("ontology.object.delete", {"type": "customer", "key": "c1"}, None),
+    ]  # fmt: skip

@@ -9,8 +9,6 @@ every endpoint, before anything about the request is looked at.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +38,8 @@ from dhub.knowledge.ontology_values import (
     words,
 )
 from dhub.knowledge.ontology_values import from_text as text_value
+from dhub.services.ontology_pages import encode_cursor, follow_cursor, search_cursor
+from dhub.store import audit
 from dhub.store import ontology as store
 from dhub.store import resources as repo
 from dhub.store.db import Conn, Database
@@ -191,6 +191,10 @@ class OntologyService:
                 opened, spec, checked.key, checked.properties, principal.user_id, now_ms()
             )
             await store.insert_objects(conn, [row])
+            named = {"type": spec.name, "key": checked.key}
+            await audit.record(
+                conn, principal.user_id, "ontology.object.create", opened.id, None, named
+            )
             found = await store.get_objects(conn, opened.id, spec.name, [checked.key])
         return object_json(found[checked.key])
 
@@ -231,6 +235,10 @@ class OntologyService:
             row = stored_row(opened, spec, key, checked.properties, found.created_by, now_ms())
             values = {k: row[k] for k in ("properties", "title", "search_text", "updated_at")}
             await store.update_object(conn, opened.id, spec.name, key, values)
+            named = {"type": spec.name, "key": key}
+            await audit.record(
+                conn, principal.user_id, "ontology.object.update", opened.id, named, named
+            )
             updated = await store.get_objects(conn, opened.id, spec.name, [key])
         return object_json(updated[key])
 
@@ -254,6 +262,13 @@ class OntologyService:
             ]
             if not await store.delete_object(conn, opened.id, spec.name, key, ends):
                 raise _no_object(spec.name, key)
+            await audit.record(
+                conn,
+                principal.user_id,
+                "ontology.object.delete",
+                opened.id,
+                {"type": spec.name, "key": key},
+            )
 
     # -- search -------------------------------------------------------------------------------
 
@@ -288,7 +303,7 @@ class OntologyService:
         if q is not None and (not isinstance(q, str) or "\x00" in q or len(q) > 500):
             raise InvalidInput([FieldError("/q", "'q' is text of up to 500 characters.", "type")])
         cursor = query.get("cursor")
-        after = _search_cursor(cursor) if cursor is not None else None
+        after = search_cursor(cursor) if cursor is not None else None
         async with self.db.read(snapshot=True) as conn:
             opened = await open_ontology(conn, principal, ontology_id, "read")
             type_name, filters = self._filters(opened, query, from_text)
@@ -378,6 +393,7 @@ class OntologyService:
                     }
                 ],
             )
+            await audit.record(conn, principal.user_id, "ontology.link", opened.id, None, made)
         return made, True
 
     async def unlink(
@@ -392,6 +408,8 @@ class OntologyService:
                 raise NotFound(
                     f"No '{link_type[:80]}' link from '{from_key}' to '{to_key}' in this ontology."
                 )
+            unmade = {"link_type": link.name, "from": from_key, "to": to_key}
+            await audit.record(conn, principal.user_id, "ontology.unlink", opened.id, unmade)
 
     async def follow(
         self,
@@ -407,7 +425,7 @@ class OntologyService:
     ) -> dict[str, Any]:
         """The objects linked to one object by a link type (its name: from its "from" end;
         its inverse's name, or ``reverse``: from its "to" end), by key."""
-        after = _follow_cursor(cursor) if cursor else None
+        after = follow_cursor(cursor) if cursor else None
         async with self.db.read(snapshot=True) as conn:
             opened = await open_ontology(conn, principal, ontology_id, "read")
             spec = type_of(opened, type_name)
@@ -530,47 +548,3 @@ def _limit(value: Any) -> int:
             ]
         )
     return value
-
-
-def encode_cursor(after: Any) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps({"after": after})).decode().rstrip("=")
-
-
-def _decoded(cursor: Any) -> Any:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        return orjson.loads(raw)["after"]
-    except (binascii.Error, ValueError, KeyError, TypeError):
-        return None
-
-
-def _bad_cursor(at: str) -> InvalidInput:
-    return InvalidInput(
-        [
-            FieldError(
-                at,
-                "This cursor is not one the server issued: pass next_cursor from the previous "
-                "page unchanged, or leave cursor out to start again.",
-                "invalid_cursor",
-            )
-        ]
-    )
-
-
-def _text(value: Any) -> bool:
-    return isinstance(value, str) and "\x00" not in value  # NUL: PostgreSQL cannot compare it
-
-
-def _search_cursor(cursor: Any) -> tuple[str, str]:
-    after = _decoded(cursor) if isinstance(cursor, str) else None
-    if not isinstance(after, list) or len(after) != 2 or not all(_text(a) for a in after):
-        raise _bad_cursor("/cursor")
-    return after[0], after[1]
-
-
-def _follow_cursor(cursor: str) -> str:
-    after = _decoded(cursor)
-    if not _text(after):
-        raise _bad_cursor("/query/cursor")
-    assert isinstance(after, str)
-    return after

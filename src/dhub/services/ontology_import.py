@@ -24,6 +24,7 @@ from dhub.domain.pointers import join
 from dhub.knowledge.ontology_schema import SINGLE_END, LinkTypeSpec
 from dhub.knowledge.ontology_values import check_object, key_problem, key_text
 from dhub.services.ontologies import Opened, open_ontology, stored_row
+from dhub.store import audit
 from dhub.store import ontology as store
 from dhub.store.db import Conn, Database
 
@@ -298,10 +299,12 @@ async def import_items(
         new_links = await _store_links(conn, opened, plan, principal.user_id)
         if created + new_links >= ANALYZE_AFTER:
             await store.refresh_statistics(conn)
-    return {
-        "objects": {"created": created, "updated": updated},
-        "links": {"created": new_links, "existing": len(plan.links) - new_links},
-    }
+        result = {
+            "objects": {"created": created, "updated": updated},
+            "links": {"created": new_links, "existing": len(plan.links) - new_links},
+        }
+        await audit.record(conn, principal.user_id, "ontology.import", opened.id, None, result)
+    return result
 
 
 async def _store_objects(conn: Conn, opened: Opened, plan: _Plan, who: str) -> tuple[int, int]:
