@@ -336,7 +336,6 @@ CLIENT_METHODS = {
     "delete_collection": ["collection"],
     "delete_folder": ["folder"],
     "find_agent_by_name": ["name", "folder_id", "collection_id"],
-    "folder_paths": ["ids"],
     "folder_children": ["folder", "limit", "cursor"],
     "get_collection": ["collection"],
     "get_folder": ["folder"],
