@@ -30,6 +30,7 @@ from tests.conftest import ADMIN_TOKEN, BUILTIN_IDS, DATABASES, FIXTURES, load_j
 from tests.integration.test_runs_api import REFUND
 from tests.support.asgi import RawResponse, send_raw
 from tests.support.attacks import Attack, Operation, attacks, operations
+from tests.support.ontology import SHOP_ITEMS, customer, ontology_doc, order
 
 API = "/api/v1"
 
@@ -116,6 +117,10 @@ def _build(client: TestClient, app: FastAPI) -> World:
     refunds = world.call("mallory", "POST", "/agents", REFUND)
     for kind, doc in RESOURCES.items():
         world.kinds[f"/{kind}s"] = world.call("mallory", "POST", f"/{kind}s", doc)["id"]
+    # An ontology with objects and links, for its objects, links and import endpoints.
+    shop = world.call("mallory", "POST", "/ontologies", ontology_doc())["id"]
+    world.kinds["/ontologies"] = shop
+    world.call("mallory", "POST", f"/ontologies/{shop}/import", SHOP_ITEMS)
     chat = world.call("mallory", "POST", f"/agents/{echo['id']}/conversations")
     run = world.call("mallory", "POST", f"/agents/{form['id']}/runs",
                      {"inputs": {"ticket": "T-1", "count": 1}})  # fmt: skip
@@ -128,6 +133,7 @@ def _build(client: TestClient, app: FastAPI) -> World:
         "marking_id": marking["id"], "user_id": "user.mallory", "group_id": group["id"],
         "token_id": spare["id"], "run_id": run["id"], "node_id": "review",
         "call_id": confirmation["command_id"], "conversation_id": chat["id"],
+        "type": "customer", "key": "c1", "link_type": "placed", "from_key": "c1", "to_key": "1",
     }  # fmt: skip
     return world
 
@@ -189,6 +195,24 @@ def _templates(world: World) -> dict[tuple[str, str], Any]:
         found[("PATCH", f"{base}/{{resource_id}}")] = {"description": "new", "tags": ["b"]}
         found[("POST", f"{base}/{{resource_id}}/grants")] = found[("POST", f"{agent}/grants")]
         found[("POST", f"{base}/{{resource_id}}/markings")] = found[("POST", f"{agent}/markings")]
+    shop = f"{API}/ontologies/{{resource_id}}"
+    found[("POST", f"{API}/ontologies")] = found[("POST", f"{API}/ontologies/validate")] = (
+        ontology_doc("shop2")
+    )
+    found[("PATCH", shop)] = {"description": "new", "tags": ["b"]}
+    found[("POST", f"{shop}/grants")] = found[("POST", f"{agent}/grants")]
+    found[("POST", f"{shop}/markings")] = found[("POST", f"{agent}/markings")]
+    found[("POST", f"{shop}/objects")] = customer("c7", "Hooli", country="US", vip=True)
+    found[("POST", f"{shop}/objects/search")] = {
+        "type": "order", "q": "open", "limit": 5,
+        "filters": [{"property": "total", "op": "gt", "value": 10},
+                    {"property": "status", "op": "in", "value": ["open", "shipped"]}],
+    }  # fmt: skip
+    found[("PATCH", f"{shop}/objects/{{type}}/{{key}}")] = {"properties": {"country": "IT"}}
+    found[("POST", f"{shop}/links")] = {"link_type": "refers", "from": "c1", "to": "c2"}
+    found[("POST", f"{shop}/import")] = {"objects": [order(9, total=1.5)],
+                                         "links": [{"link_type": "placed", "from": "c3",
+                                                    "to": 9}]}  # fmt: skip
     return found
 
 

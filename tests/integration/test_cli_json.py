@@ -15,7 +15,7 @@ from typer.testing import CliRunner, Result
 
 from dhub.cli.main import app
 from dhub.client import Client
-from tests.conftest import ADMIN_TOKEN, FIXTURES
+from tests.conftest import ADMIN_TOKEN, FIXTURES, ROOT
 from tests.integration.test_conversations_api import ECHO
 from tests.integration.test_runs_api import REFUND
 from tests.support.cli import commands
@@ -77,6 +77,7 @@ def test_every_command_prints_json(api: Client, tmp_path: Path) -> None:
     tables(cli, api, tmp_path)
     runs(cli, api, tmp_path)
     templates(cli, api, tmp_path)
+    ontologies(cli, api, tmp_path)
     removals(cli, api)
     assert cli.ran == cli.paths - WITHOUT_JSON
 
@@ -96,6 +97,50 @@ def agents(cli: Cli, api: Client, tmp_path: Path) -> None:
     assert version["version"] == 1 and version["created_by"] == "user.admin"
     copied = cli("agents", "copy", "ticket-triage", "--name", "triage-2")
     assert copied == api.get_agent("triage-2") and copied["is_builtin"] is False
+
+
+def ontologies(cli: Cli, api: Client, tmp_path: Path) -> None:
+    made = cli(
+        "ontologies", "create", "-f", ROOT / "examples" / "knowledge" / "support_ontology.json"
+    )
+    ontology_id = made["ontology"]["id"]
+    assert made["imported"]["objects"] == {"created": 34, "updated": 0}
+    assert cli("ontologies", "list") == list(api.iter_ontologies())
+    assert cli("ontologies", "get", "support-ontology") == api.get_ontology(ontology_id)
+    us = {"property": "country", "op": "eq", "value": "US"}
+    page = cli(
+        "ontologies",
+        "objects",
+        "support-ontology",
+        "--type",
+        "customer",
+        "--filter",
+        "country:eq:US",
+        "--limit",
+        "2",
+    )
+    expected = api.search_objects(ontology_id, type="customer", filters=[us], limit=2)
+    assert page == {"data": expected.data, "next_cursor": expected.next_cursor}
+    assert len(page["data"]) == 2 and page["next_cursor"]
+    assert cli("ontologies", "object", ontology_id, "customer", "C-001")["title"] == "Ada Lovelace"
+    followed = cli("ontologies", "links", ontology_id, "order", "A-1001", "placed_by")
+    assert [o["key"] for o in followed["data"]] == ["C-001"]
+    more = tmp_path / "more.jsonl"
+    more.write_text(
+        '{"type": "customer", "properties": {"customer_id": "C-100", "name": "X"}}\n'
+        '{"link_type": "placed", "from": "C-100", "to": "A-1001"}\n'
+    )
+    refused = CliRunner().invoke(
+        app, ["ontologies", "import", ontology_id, "-f", str(more)], obj=api
+    )
+    assert (
+        refused.exit_code == 1 and "/1/from" in refused.output and "one_to_many" in (refused.output)
+    )
+    more.write_text('{"type": "customer", "properties": {"customer_id": "C-100", "name": "X"}}\n')
+    assert cli("ontologies", "import", ontology_id, "-f", more) == {
+        "objects": {"created": 1, "updated": 0},
+        "links": {"created": 0, "existing": 0},
+    }
 
 
 def identities(cli: Cli, api: Client) -> None:

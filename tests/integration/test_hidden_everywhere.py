@@ -19,7 +19,8 @@ from tests.integration.test_sharing_api import World, ok, react
 
 API = "/api/v1"
 SECRET = "zq7secret"  # in the hidden things' names, descriptions and tags
-KINDS = ("prompt", "tool", "actor", "role", "template")
+KINDS = ("prompt", "tool", "actor", "role", "template", "ontology")
+PLURALS = {"ontology": "ontologies"}
 
 
 def resource_doc(kind: str) -> dict[str, Any]:
@@ -31,6 +32,16 @@ def resource_doc(kind: str) -> dict[str, Any]:
         "actor": {"function": {"source": source}},
         "role": {"instructions": SECRET},
         "template": {"body": SECRET},
+        "ontology": {
+            "object_types": [
+                {
+                    "name": "thing",
+                    "description": SECRET,
+                    "properties": [{"name": "ref"}, {"name": "label"}],
+                    "primary_key": "ref",
+                }
+            ]
+        },
     }[kind]
     return {**base, **extra}
 
@@ -57,14 +68,19 @@ class Hidden:
         self.ids["run"] = run
         ok(client.patch(f"{API}/agents/{agent}", json={"description": SECRET + " v2"}))
         for kind in KINDS:
-            made = ok(client.post(f"{API}/{kind}s", json=resource_doc(kind)), 201)["id"]
+            plural = PLURALS.get(kind, f"{kind}s")
+            made = ok(client.post(f"{API}/{plural}", json=resource_doc(kind)), 201)["id"]
             for who in nosy:
                 grant = {"principal_id": who, "scope": "editor"}
-                ok(client.post(f"{API}/{kind}s/{made}/grants", json=grant), 201)
+                ok(client.post(f"{API}/{plural}/{made}/grants", json=grant), 201)
             self.ids[kind] = made
+        # An object whose key and text are secret, in the ontology.
+        thing = {"type": "thing", "properties": {"ref": SECRET, "label": SECRET}}
+        ok(client.post(f"{API}/ontologies/{self.ids['ontology']}/objects", json=thing), 201)
         for kind, resource_id in self.ids.items():
             if kind != "run":
-                ok(client.post(f"{API}/{kind}s/{resource_id}/markings",
+                plural = PLURALS.get(kind, f"{kind}s")
+                ok(client.post(f"{API}/{plural}/{resource_id}/markings",
                                json={"marking_id": self.marking}))  # fmt: skip
         # Its history goes on after it was marked.
         ok(client.patch(f"{API}/tools/{self.ids['tool']}", json={"description": SECRET + "2"}))
@@ -166,16 +182,20 @@ def _fill(path: str, names: list[str], kind: str, hidden_id: str) -> str | None:
     """``path`` with the hidden id where it takes an id of that kind (and plausible values
     for the other parameters), or None when it takes none."""
     first = names[0] if names else None
+    plural = path.split("/")[3] if path.count("/") > 3 else None
+    singular = {p: k for k, p in PLURALS.items()}
     takes = {
         "agent_id": "agent",
-        "resource_id": path.split("/")[3][:-1] if path.count("/") > 3 else None,
+        "resource_id": singular.get(plural, plural[:-1]) if plural else None,
         "run_id": "run",
     }
     if first is None or takes.get(first) != kind:
         return None
     url = path.replace("{" + first + "}", hidden_id)
     for name in names[1:]:
-        url = url.replace("{" + name + "}", {"version": "1"}.get(name, "x"))
+        # For an ontology's objects: the hidden object's own type and key.
+        fills = {"version": "1", "type": "thing", "key": SECRET}
+        url = url.replace("{" + name + "}", fills.get(name, "x"))
     return url
 
 

@@ -18,11 +18,13 @@ import { ChatPage } from './pages/Chat'
 import { SharingPage } from './pages/Sharing'
 import { FoldersPage } from './pages/Folders'
 import { TablesPage } from './pages/Tables'
+import { OntologiesPage } from './pages/Ontologies'
 
 const NAV = [
   { path: '/agents', label: 'Agents' },
   { path: '/folders', label: 'Folders' },
   { path: '/tables', label: 'Tables' },
+  { path: '/ontologies', label: 'Ontologies' },
   { path: '/examples', label: 'Examples' },
   { path: '/runs', label: 'Runs' },
   { path: '/tasks', label: 'Tasks' },
@@ -43,6 +45,8 @@ function page(route: Route) {
       return <FoldersPage selectedId={id ?? null} />
     case 'tables':
       return <TablesPage tableId={id ?? null} />
+    case 'ontologies':
+      return <OntologiesPage ontologyId={id ?? null} />
     case 'examples':
       return <ExamplesPage />
     case 'runs':

@@ -32,5 +32,6 @@ export function pageOf(item: Placed): string | null {
   if (item.category === 'agent') return `/agents/${item.id}`
   if (item.category === 'folder' || item.category === 'collection') return `/folders/${item.id}`
   if (item.category === 'table') return `/tables/${item.id}`
+  if (item.category === 'ontology') return `/ontologies/${item.id}`
   return null
 }

@@ -26,6 +26,7 @@ from dhub.api.routers import (
     folders,
     health,
     models,
+    ontologies,
     principals,
     resources,
     runs,
@@ -39,6 +40,7 @@ from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.examples import load_examples
 from dhub.services.folders import FolderService
+from dhub.services.ontologies import OntologyService
 from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
@@ -79,6 +81,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             templates=TemplateService(db, resource_service, run_service),
             artifacts=ArtifactService(db, run_service),
             tables=TableService(db, resource_service),
+            ontologies=OntologyService(db),
         )
         app.state.services = services
         app.state.runtime = runtime
@@ -130,6 +133,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
     app.include_router(tables.router, prefix="/api/v1")  # before /tables/{id}
     for router in resources.routers:
         app.include_router(router, prefix="/api/v1")
+    app.include_router(ontologies.router, prefix="/api/v1")
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 

@@ -16,6 +16,7 @@ from dhub.providers.registry import Providers
 from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.folders import FolderService
+from dhub.services.ontologies import OntologyService
 from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
@@ -39,6 +40,7 @@ class Services:
     templates: TemplateService  # rendering
     artifacts: ArtifactService  # what runs made
     tables: TableService  # tables' rows, imports and queries
+    ontologies: OntologyService  # an ontology's objects and links
 
 
 async def services(request: Request) -> Services:

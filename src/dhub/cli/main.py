@@ -24,6 +24,7 @@ from dhub.cli import (
     folders,
     groups,
     markings,
+    ontologies,
     run,
     runs,
     tables,
@@ -43,6 +44,7 @@ app.add_typer(tables.app, name="tables")
 app.add_typer(users.app, name="users")
 app.add_typer(groups.app, name="groups")
 app.add_typer(markings.app, name="markings")
+app.add_typer(ontologies.app, name="ontologies")
 app.add_typer(tokens.app, name="tokens")
 app.add_typer(runs.app, name="runs")
 app.add_typer(tasks.app, name="tasks")

@@ -26,6 +26,7 @@ from dhub.client._exceptions import (
 from dhub.client._folders import FoldersMixin
 from dhub.client._models import Agent, AgentPage, AgentVersion, ApplyResult, ValidationResult
 from dhub.client._names import is_id, pick
+from dhub.client._ontologies import OntologiesMixin
 from dhub.client._paths import follow, query, segment
 from dhub.client._runs import RunsMixin
 from dhub.client._tables import TablesMixin
@@ -39,7 +40,15 @@ Mode = Literal["react", "workflow"]
 InputMode = Literal["chat", "event"]
 
 
-class Client(AccessMixin, FoldersMixin, TablesMixin, RunsMixin, ConversationsMixin, TemplatesMixin):
+class Client(
+    AccessMixin,
+    FoldersMixin,
+    TablesMixin,
+    OntologiesMixin,
+    RunsMixin,
+    ConversationsMixin,
+    TemplatesMixin,
+):
     """A client for one dhub server and one API token.
 
     ``transport`` replaces the network (e.g. ``httpx.MockTransport``); ``http`` replaces the whole

@@ -99,7 +99,8 @@ class UnknownName(NotFound):
     has it (a resource the caller may not see is not named either: the same 404)."""
 
     def __init__(self, category: str, name: str) -> None:
-        lister = "Client.iter_agents()" if category == "agent" else f"GET /api/v1/{category}s"
+        plural = "ontologies" if category == "ontology" else f"{category}s"
+        lister = "Client.iter_agents()" if category == "agent" else f"GET /api/v1/{plural}"
         super().__init__(
             f"No {category} named '{name}' that you can see; {lister} lists the ones you can.",
             status_code=404,
@@ -118,7 +119,8 @@ class AmbiguousName(DhubClientError):
     def __init__(self, category: str, name: str, matches: Sequence[dict[str, Any]]) -> None:
         where = ", ".join(f"{m.get('id')} ({_folder(m)})" for m in matches)
         super().__init__(
-            f"{len(matches)} {category}s you can see are named '{name}': {where}; "
+            f"{len(matches)} {'ontologies' if category == 'ontology' else category + 's'} you "
+            f"can see are named '{name}': {where}; "
             "give the id of the one you mean."
         )
         self.category = category

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dhub.client._models import Collection, Folder, Resource, ResourcePage
-from dhub.client._names import category_of, is_id, pick
+from dhub.client._names import category_of, is_id, pick, plural
 from dhub.client._paths import follow, query, segment
 
 if TYPE_CHECKING:
@@ -244,7 +244,7 @@ class FoldersMixin:
         category = category_of(resource)
         if category is None:
             return f"/agents/{segment(self._agent_id(resource))}"
-        return f"/{category}s/{segment(resource)}"
+        return f"/{plural(category)}/{segment(resource)}"
 
     def get_resource(self, resource: str) -> Resource:
         """Any resource by its id (the kind is in the id), or an agent by its name."""

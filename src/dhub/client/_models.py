@@ -26,6 +26,18 @@ class AgentPage:
 Folder = dict[str, Any]
 Collection = dict[str, Any]
 Resource = dict[str, Any]
+# An ontology (its schema is its document) and one of its objects (docs/ontologies.md).
+Ontology = dict[str, Any]
+OntologyObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ObjectPage:
+    """One page of an ontology's objects (a search, or the objects linked to one); pass
+    ``next_cursor`` back to get the next one."""
+
+    data: list[OntologyObject]
+    next_cursor: str | None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,9 @@ _ULID = "[0-9abcdefghjkmnpqrstvwxyz]{26}"
 # What each kind of resource is called in ids (``folder.<ulid>``) and URLs (``/folders``).
 CATEGORIES = (
     "agent", "prompt", "tool", "actor", "role", "folder", "collection", "template", "table",
+    "ontology",
 )  # fmt: skip
+_PLURALS = {"ontology": "ontologies"}
 # The built-in agents' ids (dhub.services.builtins: ``agent.builtin-<file name>``).
 _BUILTIN = "builtin-[a-z0-9][a-z0-9-]*"
 
@@ -30,6 +32,11 @@ _BUILTIN = "builtin-[a-z0-9][a-z0-9-]*"
 def is_id(category: str, ref: str) -> bool:
     """Whether ``ref`` has the shape of an id of this category (then it is never a name)."""
     return re.fullmatch(f"{re.escape(category)}\\.(?:{_ULID}|{_BUILTIN})", ref) is not None
+
+
+def plural(category: str) -> str:
+    """What a kind is called in URLs (``/ontologies``) and lists."""
+    return _PLURALS.get(category, f"{category}s")
 
 
 def category_of(ref: str) -> str | None:

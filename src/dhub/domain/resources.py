@@ -31,10 +31,13 @@ from dhub.domain.base import JsonObject, PositiveInt, SpecModel
 from dhub.domain.documents import DocumentFormat, TemplateVariable
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig, FunctionSpec, ToolItem
 from dhub.domain.knowledge import KnowledgeTool
+from dhub.knowledge.ontology_schema import OntologyBody
 
-Category = Literal["prompt", "tool", "actor", "role", "folder", "collection", "template", "table"]
+Category = Literal[
+    "prompt", "tool", "actor", "role", "folder", "collection", "template", "table", "ontology"
+]
 CATEGORIES: tuple[Category, ...] = (
-    "prompt", "tool", "actor", "role", "folder", "collection", "template", "table",
+    "prompt", "tool", "actor", "role", "folder", "collection", "template", "table", "ontology",
 )  # fmt: skip
 # The kinds that hold other resources (DESIGN.md 2.2).
 CONTAINERS = frozenset({"folder", "collection"})
@@ -236,6 +239,13 @@ class TableSpec(ResourceSpec):
     columns: list[TableColumn] = Field(default=[], description="The columns, in order.")
 
 
+class OntologySpec(ResourceSpec, OntologyBody):
+    """Object types with typed properties and link types between them; the objects and links
+    themselves are data (``/api/v1/ontologies/{id}/objects``), not part of the document."""
+
+    category: Literal["ontology"] = Field(default="ontology", description="Resource type tag")
+
+
 class InlineRoleConfig(SpecModel):
     """An agent's role written inline (an object in ``agent.roles``), as the runtime reads it."""
 
@@ -324,6 +334,10 @@ class TableResponse(TableSpec, _Served):
     model_config = _RESPONSE_CONFIG
 
 
+class OntologyResponse(OntologySpec, _Served):
+    model_config = _RESPONSE_CONFIG
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceKind:
     category: Category
@@ -341,6 +355,7 @@ KINDS: dict[str, ResourceKind] = {
     "collection": ResourceKind("collection", "Collection", CollectionSpec, CollectionResponse),
     "template": ResourceKind("template", "Template", TemplateSpec, TemplateResponse),
     "table": ResourceKind("table", "Table", TableSpec, TableResponse),
+    "ontology": ResourceKind("ontology", "Ontology", OntologySpec, OntologyResponse),
 }
 
 

@@ -7,10 +7,12 @@ from collections.abc import Mapping
 
 from dhub.knowledge import tables_tools, templates
 from dhub.knowledge.tools import KnowledgeKind, Operation
+from dhub.services.ontology_ops import KIND as ONTOLOGY
 
 KINDS: Mapping[str, KnowledgeKind] = {
     "table": KnowledgeKind("table", tables_tools.agent_tools, tables_tools.OPERATIONS),
     "template": templates.KIND,
+    "ontology": ONTOLOGY,
 }
 
 

@@ -11,7 +11,8 @@ knowledge gives it, and the port that performs their calls.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dhub.access.tokens import principal_of
@@ -23,14 +24,25 @@ from dhub.runtime.ports import PortError
 from dhub.store.db import Database
 from dhub.store.resources import ResourceRecord
 
+# The agent option by which its owner lets its ontology tools change objects without a
+# person's confirmation: ``options: {ontology_confirmation: auto}`` (default "confirm").
+AUTO_OPTION = "ontology_confirmation"
 
-def tools_of(records: dict[str, list[ResourceRecord]]) -> list[KnowledgeTool]:
-    """The tools the listed resources give, kind by kind."""
+
+def tools_of(
+    records: dict[str, list[ResourceRecord]], options: Mapping[str, Any] | None = None
+) -> list[KnowledgeTool]:
+    """The tools the listed resources give, kind by kind; ``options``: the agent's."""
     tools: list[KnowledgeTool] = []
     for kind, rows in records.items():
         provider = registry.KINDS.get(kind)
         if provider is not None and rows:
             tools += provider.agent_tools(rows)
+    if (options or {}).get(AUTO_OPTION) == "auto":
+        tools = [
+            dataclasses.replace(t, confirm=False) if t.operation.startswith("ontology.") else t
+            for t in tools
+        ]
     return tools
 
 

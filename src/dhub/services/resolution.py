@@ -86,7 +86,7 @@ class _Resolver:
         user: only those the user may read now."""
         found = await listed_knowledge(self.reach, spec)
         self.errors += found.errors
-        return tools_of(found.records)
+        return tools_of(found.records, spec.options)
 
     async def system_prompt(self, at: Loc, prompts: Sequence[PromptRef], instructions: str) -> str:
         parts = []

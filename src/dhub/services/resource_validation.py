@@ -20,8 +20,10 @@ from dhub.domain.resources import (
     ResourceSpec,
     is_identifier,
     placeholders,
+    plural,
 )
 from dhub.engine.validate import check_text
+from dhub.knowledge.ontology_schema import schema_problems
 from dhub.knowledge.tables_schema import column_problems
 from dhub.sandbox.spec import function_problems
 
@@ -51,6 +53,8 @@ def collect_resource_errors(
         errors.extend(_template_problems(body))
     elif kind.category == "table":
         errors.extend(column_problems(body))
+    elif kind.category == "ontology":
+        errors.extend(schema_problems(body))
     else:
         errors.extend(_role_problems(body))
     return (spec if not errors else None), _dedupe(errors)
@@ -63,7 +67,7 @@ def _server_owned(kind: ResourceKind, doc: dict[str, Any]) -> list[FieldError]:
             FieldError(
                 "/markings",
                 "Markings are read-only here: remove 'markings' and use "
-                f"POST /api/v1/{kind.category}s/{{id}}/markings to mark a {kind.category}.",
+                f"POST /api/v1/{plural(kind.category)}/{{id}}/markings to mark a {kind.category}.",
                 "read_only",
             )
         )

@@ -22,13 +22,23 @@ from dhub.domain.agent import SERVER_OWNED_FIELDS
 from dhub.domain.errors import Conflict, FieldError, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.merge_patch import merge_patch
-from dhub.domain.resources import CONTAINERS, HOME, KINDS, ResourceKind, ResourceSpec, RoleSpec
+from dhub.domain.resources import (
+    CONTAINERS,
+    HOME,
+    KINDS,
+    OntologySpec,
+    ResourceKind,
+    ResourceSpec,
+    RoleSpec,
+)
 from dhub.services import placement, sharing, table_schema
 from dhub.services.agents import decode_cursor, encode_cursor
+from dhub.services.ontology_schema_changes import ontology_changes
 from dhub.services.references import check_agent_references, check_tool_items
 from dhub.services.resolution import UnresolvableAgent, resolve_agent
 from dhub.services.resource_validation import collect_resource_errors
 from dhub.store import audit, tree
+from dhub.store import ontology as ontology_store
 from dhub.store import resources as repo
 from dhub.store import sharing as shares
 from dhub.store.agents import folder_key, set_tags
@@ -238,6 +248,8 @@ class ResourceService:
             spec, doc_errors = collect_resource_errors(kind, _patched(current, doc_patch))
             if spec is not None and spec.model_dump_json() != found.record.document:
                 doc_errors = await self._references(conn, principal, spec)  # a new version
+                if isinstance(spec, OntologySpec) and not doc_errors:
+                    doc_errors = await ontology_changes(conn, resource_id, current, spec)
             if errors or doc_errors or spec is None:
                 raise InvalidInput([*doc_errors, *errors])
             if placement.is_home(found.record):
@@ -313,6 +325,8 @@ class ResourceService:
             if category in CONTAINERS:
                 await _check_empty(conn, record)
             await table_schema.deleted(conn, category, resource_id)
+            if category == "ontology":
+                await ontology_store.delete_all(conn, resource_id)
             await repo.delete_resource(conn, resource_id)
             await audit.record(
                 conn, principal.user_id, f"{category}.delete", resource_id, record.version

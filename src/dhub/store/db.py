@@ -88,6 +88,11 @@ class Conn:
         self._bulk = bulk
         self.writing = writing  # inside Database.write(): repositories may lock rows
 
+    @property
+    def is_sqlite(self) -> bool:
+        """For the few queries whose SQL differs (JSON paths: store/ontology.py)."""
+        return self._async is None
+
     async def execute(
         self,
         statement: Executable,

@@ -411,3 +411,37 @@ conversation_messages = Table(
     Column("run_id", String(64)),
     Column("created_at", BigInteger, nullable=False),
 )
+
+# -- ontologies (knowledge/ontology_*.py) -------------------------------------------------------
+# An ontology is a resource (category "ontology"); its objects and links go with it. Keys are
+# compared byte for byte on both databases (collation "C" on PostgreSQL, set by the migration).
+
+ontology_objects = Table(
+    "ontology_objects",
+    metadata,
+    Column(
+        "ontology_id", String(64), ForeignKey("resources.id", ondelete="CASCADE"), primary_key=True
+    ),
+    Column("type", String(64), primary_key=True),
+    Column("key", String(200), primary_key=True),  # the primary key's value, as text
+    Column("properties", JSON, nullable=False),
+    Column("title", Text, nullable=False),
+    Column("search_text", Text, nullable=False),  # title, key and string values, lowercased
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+)
+
+ontology_links = Table(
+    "ontology_links",
+    metadata,
+    Column(
+        "ontology_id", String(64), ForeignKey("resources.id", ondelete="CASCADE"), primary_key=True
+    ),
+    Column("link_type", String(64), primary_key=True),
+    Column("from_key", String(200), primary_key=True),
+    Column("to_key", String(200), primary_key=True),
+    Column("created_by", String(200), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Index("ix_ontology_links_to", "ontology_id", "link_type", "to_key", "from_key"),
+)

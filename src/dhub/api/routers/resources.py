@@ -14,7 +14,7 @@ from dhub.api.render import resource_json, resource_page_json
 from dhub.api.responses import ERROR_RESPONSES, JSON, ErrorBody
 from dhub.api.routers.agents import AgentVersionList, Grant, GrantList, ValidationResult
 from dhub.domain.bounds import VersionNumber
-from dhub.domain.resources import CATEGORIES, KINDS, ResourceKind
+from dhub.domain.resources import CATEGORIES, KINDS, ResourceKind, plural
 
 _FORBIDDEN: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "Visible, but the caller lacks the scope needed"}
@@ -66,9 +66,9 @@ def build_router(kind: ResourceKind) -> APIRouter:
     """The endpoints of one kind, at ``/<category>s``."""
     category = kind.category
     label = kind.label
-    plural = f"{category}s"
+    plural_name = plural(category)
     router = APIRouter(
-        prefix=f"/{plural}", tags=[plural], responses={**ERROR_RESPONSES, **_FORBIDDEN}
+        prefix=f"/{plural_name}", tags=[plural_name], responses={**ERROR_RESPONSES, **_FORBIDDEN}
     )
     response: type[BaseModel] = kind.response
     listing: type[BaseModel] = create_model(
@@ -89,7 +89,7 @@ def build_router(kind: ResourceKind) -> APIRouter:
     )
     async def create(request: Request, ctx: Ctx) -> Response:
         view = await ctx.svc.resources.create(ctx.who, category, await json_body(request))
-        location = f"/api/v1/{plural}/{view.record.id}"
+        location = f"/api/v1/{plural_name}/{view.record.id}"
         return _raw(resource_json(view), status_code=201, headers={"Location": location})
 
     @router.post(
@@ -106,8 +106,8 @@ def build_router(kind: ResourceKind) -> APIRouter:
         "",
         response_model=listing,
         openapi_extra={"parameters": RESOURCE_LIST_PARAMETERS},
-        name=f"list_{plural}",
-        summary=f"List {plural}",
+        name=f"list_{plural_name}",
+        summary=f"List {plural_name}",
     )
     async def list_(request: Request, ctx: Ctx) -> Response:
         """The ones the caller can see, in creation order, one page at a time."""

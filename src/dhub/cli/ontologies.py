@@ -1,0 +1,249 @@
+"""``dhub ontologies ...``: ontologies, their objects and links (docs/ontologies.md). An
+ontology is named by its id or its name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from dhub.cli._common import (
+    JsonOption,
+    client_from,
+    done,
+    echo_detail,
+    echo_json,
+    echo_table,
+    load_document,
+    reporting_errors,
+    when,
+)
+
+if TYPE_CHECKING:
+    from dhub.client import ObjectPage, Ontology
+
+app = typer.Typer(
+    help="Ontologies: object types, their objects and the links between them.",
+    no_args_is_help=True,
+)
+
+OntologyArgument = Annotated[
+    str, typer.Argument(metavar="ONTOLOGY", help="The ontology's name or id (ontology.…).")
+]
+TypeArgument = Annotated[str, typer.Argument(metavar="TYPE", help="An object type's name.")]
+KeyArgument = Annotated[str, typer.Argument(metavar="KEY", help="The object's key.")]
+LimitOption = Annotated[int, typer.Option("--limit", min=1, max=200, help="At most this many.")]
+
+
+@app.command("list")
+def list_(
+    ctx: typer.Context,
+    q: Annotated[
+        str | None, typer.Option("--q", help="Substring of the name or description.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List the ontologies you can see, oldest first."""
+    with reporting_errors():
+        found = list(client_from(ctx).iter_ontologies(q=q))
+    if as_json:
+        echo_json(found)
+    elif not found:
+        typer.echo("No ontologies found.")
+    else:
+        rows = [
+            [o["name"], o["id"], str(len(o.get("object_types") or [])), when(o["updated_at"])]
+            for o in found
+        ]
+        echo_table(["NAME", "ID", "TYPES", "UPDATED"], rows)
+
+
+@app.command()
+def get(ctx: typer.Context, ontology: OntologyArgument, as_json: JsonOption = False) -> None:
+    """Show an ontology: its object types, their properties, and its link types."""
+    with reporting_errors():
+        found = client_from(ctx).get_ontology(ontology)
+    if as_json:
+        echo_json(found)
+        return
+    _describe(found)
+
+
+def _describe(found: Ontology) -> None:
+    fields = [
+        ("name", found["name"]),
+        ("id", found["id"]),
+        ("version", str(found["version"])),
+        ("description", found.get("description") or ""),
+    ]
+    types = [
+        f"{t['name']} (key {t['primary_key']}: "
+        + ", ".join(
+            f"{p['name']} {p['type']}{'*' if p.get('required') else ''}" for p in t["properties"]
+        )
+        + ")"
+        for t in found.get("object_types") or []
+    ]
+    links = [
+        f"{lt['name']}: {lt['from_type']} -> {lt['to_type']} ({lt['cardinality']}"
+        + (f", backwards {lt['inverse']}" if lt.get("inverse") else "")
+        + ")"
+        for lt in found.get("link_types") or []
+    ]
+    echo_detail(fields, [("object types", types), ("link types", links)])
+
+
+@app.command()
+def create(
+    ctx: typer.Context,
+    file: Annotated[
+        Path,
+        typer.Option(
+            "--file",
+            "-f",
+            dir_okay=False,
+            help="The ontology document, JSON or YAML ('-' reads stdin); a file with "
+            "'ontology' and 'data' (as examples/knowledge/) also imports the data.",
+        ),
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Create an ontology from its document (and import its data, if the file has some)."""
+    with reporting_errors():
+        doc = load_document(file)
+        api = client_from(ctx)
+        made = api.create_ontology(doc.get("ontology", doc))
+        imported = api.import_objects(made["id"], doc["data"]) if "data" in doc else None
+    message = f"created {made['name']} ({made['id']})"
+    if imported is not None:
+        message += f"; {_counts(imported)}"
+    done(as_json, message, made if imported is None else {"ontology": made, "imported": imported})
+
+
+@app.command()
+def objects(
+    ctx: typer.Context,
+    ontology: OntologyArgument,
+    type: Annotated[str | None, typer.Option("--type", help="Only objects of this type.")] = None,
+    q: Annotated[str | None, typer.Option("--q", help="Words in the title or text.")] = None,
+    filters: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            help="property:op:value (eq ne lt lte gt gte in contains); "
+            "JSON values are read as such (--filter total:gt:50). Repeatable.",
+        ),
+    ] = None,
+    limit: LimitOption = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """Search an ontology's objects."""
+    with reporting_errors():
+        page = client_from(ctx).search_objects(
+            ontology, type=type, q=q, filters=[_filter(f) for f in filters or []], limit=limit
+        )
+    _echo_page(page, as_json)
+
+
+def _filter(text: str) -> dict[str, Any]:
+    name, _, rest = text.partition(":")
+    op, sep, raw = rest.partition(":")
+    if not sep:
+        op, raw = "eq", rest
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        value = raw
+    if op == "in" and not isinstance(value, list):
+        value = raw.split(",")
+    return {"property": name, "op": op, "value": value}
+
+
+def _echo_page(page: ObjectPage, as_json: bool) -> None:
+    if as_json:
+        echo_json({"data": page.data, "next_cursor": page.next_cursor})
+    elif not page.data:
+        typer.echo("No objects found.")
+    else:
+        echo_table(["TYPE", "KEY", "TITLE"], [[o["type"], o["key"], o["title"]] for o in page.data])
+        if page.next_cursor:
+            typer.echo("(more: raise --limit, or narrow the search)")
+
+
+@app.command("object")
+def object_(
+    ctx: typer.Context,
+    ontology: OntologyArgument,
+    type: TypeArgument,
+    key: KeyArgument,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one object."""
+    with reporting_errors():
+        found = client_from(ctx).get_object(ontology, type, key)
+    if as_json:
+        echo_json(found)
+        return
+    fields = [("type", found["type"]), ("key", found["key"]), ("title", found["title"])]
+    fields += [
+        (name, json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value)
+        for name, value in found["properties"].items()
+    ]
+    echo_detail(fields, [])
+
+
+@app.command()
+def links(
+    ctx: typer.Context,
+    ontology: OntologyArgument,
+    type: TypeArgument,
+    key: KeyArgument,
+    link: Annotated[str, typer.Argument(help="A link type's name, or its inverse's.")],
+    reverse: Annotated[bool, typer.Option(help="Follow the link type backwards.")] = False,
+    limit: LimitOption = 50,
+    as_json: JsonOption = False,
+) -> None:
+    """The objects one object is linked to."""
+    with reporting_errors():
+        page = client_from(ctx).follow_links(
+            ontology, type, key, link, reverse=reverse, limit=limit
+        )
+    _echo_page(page, as_json)
+
+
+@app.command("import")
+def import_(
+    ctx: typer.Context,
+    ontology: OntologyArgument,
+    file: Annotated[
+        Path,
+        typer.Option(
+            "--file",
+            "-f",
+            dir_okay=False,
+            help="JSON ({objects, links} or a list of items) or JSON Lines (.jsonl, .ndjson).",
+        ),
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Import objects and links, all or nothing."""
+    with reporting_errors():
+        api = client_from(ctx)
+        if file.suffix.lower() in (".jsonl", ".ndjson"):
+            result = api.import_objects(ontology, file.read_bytes())
+        else:
+            doc: Any = json.loads(file.read_text(encoding="utf-8"))
+            result = api.import_objects(
+                ontology, doc.get("data", doc) if isinstance(doc, dict) else doc
+            )
+    done(as_json, _counts(result), result)
+
+
+def _counts(result: dict[str, Any]) -> str:
+    objects, links = result["objects"], result["links"]
+    return (
+        f"objects: {objects['created']} created, {objects['updated']} updated; links: "
+        f"{links['created']} created, {links['existing']} already there"
+    )
