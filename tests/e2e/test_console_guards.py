@@ -343,8 +343,8 @@ def test_a_builtin_agent_offers_copy_instead_of_edit_and_delete(
     _, token = user_with_token(server, "newton")
     sign_in_as(page, server, token)
     items = page.get_by_test_id("agent-item")
-    expect(items).to_have_count(3)  # a brand-new user: the built-ins, nothing else
-    expect(items.filter(has_text="built-in")).to_have_count(3)
+    expect(items).to_have_count(4)  # a brand-new user: the built-ins, nothing else
+    expect(items.filter(has_text="built-in")).to_have_count(4)
     page.get_by_role("link", name="Summarizer", exact=True).click()
     expect(page.get_by_test_id("my-scope")).to_have_attribute("data-scope", "builtin")
     expect(page.get_by_test_id("builtin-notice")).to_contain_text("no one may change it")
