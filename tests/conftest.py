@@ -42,6 +42,8 @@ ADMIN_TOKEN = "dhub_test_admin_token"
 # The built-in agents every server installs and everyone sees (services/builtins.py), by id.
 BUILTIN_IDS = sorted(b.id for b in shipped())
 BUILTIN_NAMES = {b.spec.name for b in shipped()}
+BUILTIN_WORKFLOW_IDS = sorted(b.id for b in shipped() if b.spec.mode == "workflow")
+BUILTIN_REACT_IDS = sorted(b.id for b in shipped() if b.spec.mode == "react")
 # Dependency environments built by tests outlive a session, so a rerun does not reinstall.
 SANDBOX_ENVS = Path(tempfile.gettempdir()) / "dhub-test-envs"
 PG_URL = os.environ.get("DHUB_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")

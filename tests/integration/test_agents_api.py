@@ -8,7 +8,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.conftest import BUILTIN_IDS, FIXTURES, load_json
+from tests.conftest import BUILTIN_IDS, BUILTIN_REACT_IDS, BUILTIN_WORKFLOW_IDS, FIXTURES, load_json
 
 API = "/api/v1/agents"
 
@@ -214,12 +214,12 @@ def test_filters(client: TestClient) -> None:
     assert _ids(client, tags="x,y") == [a["id"]]
     assert _ids(client, folder_id=f1) == [b["id"]]
     assert _ids(client, collection_id=c1) == [b["id"]]
-    # The built-ins (workflows started by events) are listed too, unless left out.
-    assert _ids(client, mode="workflow") == [wf["id"], *BUILTIN_IDS]
+    # The built-ins are listed too, unless left out.
+    assert _ids(client, mode="workflow") == [wf["id"], *BUILTIN_WORKFLOW_IDS]
     assert _ids(client, mode="workflow", is_builtin="false") == [wf["id"]]
     assert _ids(client, input_mode="event", is_builtin="false") == [wf["id"]]
     assert _ids(client, is_builtin="true") == BUILTIN_IDS
-    assert _ids(client, is_builtin="true", mode="react") == []
+    assert _ids(client, is_builtin="true", mode="react") == BUILTIN_REACT_IDS
     assert _ids(client, type="bot") == [a["id"]]
     assert _ids(client, mode="react", tags="x", q="beta") == [b["id"]]
     assert _ids(client, name="alpha") == [a["id"]]  # exactly the name:

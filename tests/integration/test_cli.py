@@ -7,6 +7,7 @@ typer context object, so every command goes CLI -> SDK -> HTTP -> API -> store.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -198,8 +199,10 @@ def test_table_columns_line_up_with_wide_names(dhub: Any, api: Client) -> None:
     api.create_agent(load_json(TRIAGE))
     header, *rows = dhub("agents", "list").stdout.splitlines()
     start = cell_len(header[: header.index("MODE")])
-    assert len(rows) == 2 + len(BUILTIN_IDS)  # the built-ins are workflows too
-    assert {cell_len(row[: row.index("workflow")]) for row in rows} == {start}
+    assert len(rows) == 2 + len(BUILTIN_IDS)
+    modes = [re.search(r" (workflow|react) ", row) for row in rows]
+    assert {cell_len(row[: m.start() + 1]) for row, m in zip(rows, modes, strict=True) if m} == {start}
+    assert all(modes)
 
 
 def test_list_with_no_match(dhub: Any) -> None:

@@ -297,9 +297,10 @@ def agent_documents(draw: Draw) -> dict[str, Any]:
         # folder_id and collection_id name real containers: tests/integration/test_folders.py
         "tags": maybe(st.lists(ident, max_size=3, unique=True)),
         "input_mode": st.sampled_from(["chat", "event"]),
-        "tables": st.lists(ident, max_size=2),
-        "templates": st.lists(ident, max_size=2),
-        "ontologies": st.lists(ident, max_size=2),
+        # Knowledge is named by reference, checked like tools: the ones the test stores first.
+        "tables": st.lists(st.just("@table"), max_size=1),
+        "templates": st.lists(st.just("@template"), max_size=1),
+        "ontologies": st.lists(st.just("@ontology"), max_size=1),
         "conversations": st.lists(
             st.fixed_dictionaries(
                 {"name": ident, "type": var_type, "description": text},
@@ -353,14 +354,24 @@ _REFERENCED = {
     "tool": {"name": "rt_tool", "description": "d", "function": {"source": "def main(): pass"}},
     "actor": {"name": "rt_actor", "description": "d", "function": {"source": "def main(): pass"}},
     "role": {"name": "rt-role", "description": "d", "instructions": "i"},
+    "table": {"name": "rt_table", "columns": [{"name": "n", "type": "integer"}]},
+    "template": {"name": "rt-template", "format": "markdown", "body": "# Report"},
+    "ontology": {
+        "name": "rt-ontology",
+        "description": "d",
+        "object_types": [
+            {"name": "thing", "properties": [{"name": "id", "type": "string"}], "primary_key": "id"}
+        ],
+    },
 }
+_PLURAL = {"ontology": "ontologies"}
 
 
 def _stored(client: TestClient) -> dict[str, str]:
     """The ids of the resources the sentinels stand for, stored on first use."""
     ids = {}
     for kind, doc in _REFERENCED.items():
-        url = f"/api/v1/{kind}s"
+        url = f"/api/v1/{_PLURAL.get(kind, kind + 's')}"
         found = client.get(url, params={"name": doc["name"]}).json()["data"]
         if found:
             ids[f"@{kind}"] = found[0]["id"]
