@@ -201,8 +201,10 @@ def test_table_columns_line_up_with_wide_names(dhub: Any, api: Client) -> None:
     start = cell_len(header[: header.index("MODE")])
     assert len(rows) == 2 + len(BUILTIN_IDS)
     modes = [re.search(r" (workflow|react) ", row) for row in rows]
-    assert {cell_len(row[: m.start() + 1]) for row, m in zip(rows, modes, strict=True) if m} == {start}
     assert all(modes)
+    assert {cell_len(row[: m.start() + 1]) for row, m in zip(rows, modes, strict=True) if m} == {
+        start
+    }
 
 
 def test_list_with_no_match(dhub: Any) -> None:
