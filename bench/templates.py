@@ -2,7 +2,7 @@
 checked operators and calls) cost against plain Jinja2 rendering the same body, and how long
 the conversions take: Markdown to HTML, and HTML to PDF with WeasyPrint.
 
-The body is examples/templates/report_template.yaml with 10, 100 and 1000 orders. Prints the
+The body is examples/knowledge/weekly_report.yaml with 10, 100 and 1000 orders. Prints the
 median and p99 of each, and writes bench/results/templates-<time>.json.
 
     .venv/bin/python bench/templates.py
@@ -41,7 +41,7 @@ def timings(work: Callable[[], Any], repeat: int) -> tuple[float, float]:
 
 def main() -> None:
     spec = TemplateSpec.model_validate(
-        yaml.safe_load((ROOT / "examples" / "templates" / "report_template.yaml").read_text())
+        yaml.safe_load((ROOT / "examples" / "knowledge" / "weekly_report.yaml").read_text())
     )
     plain = ImmutableSandboxedEnvironment(undefined=StrictUndefined).from_string(spec.body)
     rows: list[dict[str, Any]] = []

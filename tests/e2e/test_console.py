@@ -371,8 +371,8 @@ def test_agents_filters_and_sharing(server: Server, page: Page, shots: Path) -> 
     expect(page.get_by_test_id("agent-item")).to_have_count(1)
     page.get_by_role("button", name="Clear").click()
     page.get_by_label("Mode").select_option("react")
-    # the react example and the react built-in (table-analyst)
-    expect(page.get_by_test_id("agent-item")).to_have_count(2)
+    # the react examples (support-assistant, sales-analyst) and built-in (table-analyst)
+    expect(page.get_by_test_id("agent-item")).to_have_count(3)
     react_items = page.locator("[data-testid=agent-item][data-name='support-assistant']")
     expect(react_items).to_have_count(1)
 

@@ -35,7 +35,7 @@ def test_a_table_with_its_columns_and_first_rows(server: Server, page: Page) -> 
     response = httpx.post(
         f"{server.url}/api/v1/tables/import",
         params={"name": "sales", "format": "csv"},
-        content=(ROOT / "examples" / "sales.csv").read_bytes(),
+        content=(ROOT / "examples" / "knowledge" / "sales.csv").read_bytes(),
         headers={"Authorization": f"Bearer {TOKEN}"},
         timeout=30,
     )

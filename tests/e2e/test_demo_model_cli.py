@@ -84,3 +84,42 @@ def test_the_summarizer_example_runs_on_the_demo_model(served: Server) -> None:
     assert started.returncode == 0, started.stderr
     assert "Disk at 97% on db-1" in started.stdout
     assert "the demo model answers" in Path(served.log).read_text()
+
+
+def run_cli(server: Server, *args: str, stdin: str | None = None) -> str:
+    done = subprocess.run(dhub(server, *args), input=stdin, capture_output=True, text=True,
+                          env=ENV, timeout=120)  # fmt: skip
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
+def test_a_new_user_works_with_knowledge_on_the_demo_model(served: Server, tmp_path: Path) -> None:
+    """Issue 19's "done when": import a spreadsheet and ask an agent about it in chat (the
+    numbers are the rows'), fill the report template from the workflow and download it, and
+    explore the support ontology through the support assistant."""
+    sheet = tmp_path / "q4.csv"
+    sheet.write_text("region,units,price\nnorth,5,2.5\nsouth,7,1.0\nnorth,4,3.0\neast,1,9.0\n")
+    assert "q4" in run_cli(served, "tables", "import", str(sheet))
+    run_cli(served, "agents", "copy", "table-analyst", "--table", "q4", "--name", "q4-analyst")
+    said = run_cli(served, "chat", "q4-analyst", stdin="What are the total units by region?\n")
+    assert "Total units by region" in said
+    assert "north: 9; south: 7; east: 1." in said  # 5 + 4 in the north
+
+    inputs = ["--input", "customer=ACME", "--input", "week=2026-11-30", "--input",
+              'orders=[{"item": "bolts", "quantity": 120, "price": 0.25}, '
+              '{"item": "nuts", "quantity": 80, "price": 12.5}]']  # fmt: skip
+    run = json.loads(run_cli(served, "runs", "start", "weekly-report-filler", *inputs,
+                             "--wait", "--json"))  # fmt: skip
+    assert run["status"] == "succeeded", run
+    [artifact] = json.loads(run_cli(served, "runs", "artifacts", run["id"], "--json"))
+    pdf, markdown = tmp_path / "report.pdf", tmp_path / "report.md"
+    run_cli(served, "runs", "artifact", run["id"], artifact["id"], "--as", "pdf", "-o", str(pdf))
+    run_cli(served, "runs", "artifact", run["id"], artifact["id"], "-o", str(markdown))
+    assert pdf.read_bytes().startswith(b"%PDF-")
+    assert markdown.read_text().startswith("# Weekly report: ACME")
+    assert "1030.00 in all" in markdown.read_text()
+
+    said = run_cli(served, "chat", "support-assistant",
+                   stdin="Who placed order A-1001 and what is in it?\n")  # fmt: skip
+    assert "- placed_by: C-001 (Ada Lovelace)" in said
+    assert "- contains: P-100 (Mechanical keyboard)" in said

@@ -15,7 +15,9 @@ from typer.testing import CliRunner, Result
 
 from dhub.cli.main import app
 from dhub.client import Client
+from dhub.services.examples import read_document
 from tests.conftest import ADMIN_TOKEN, ROOT, load_json, valid_fixtures
+from tests.support.examples import knowledge_for
 
 EXAMPLES = sorted(p for p in (ROOT / "examples").iterdir() if p.suffix in (".json", ".yaml"))
 ENVELOPE = {"id", "created_at", "updated_at", "owners", "my_share_scope", "is_builtin", "item",
@@ -36,8 +38,9 @@ def dhub(api: Client, *args: str | Path) -> Result:
 @pytest.mark.parametrize("source", [*valid_fixtures(), *EXAMPLES], ids=lambda p: p.name)
 @pytest.mark.parametrize("kind", ["yaml", "json"])
 def test_export_then_apply_is_unchanged(
-    api: Client, tmp_path: Path, source: Path, kind: str
+    client: TestClient, api: Client, tmp_path: Path, source: Path, kind: str
 ) -> None:
+    knowledge_for(client, read_document(source))  # what its ${table:sales} placeholders name
     applied = dhub(api, "agents", "apply", "-f", source).stdout
     assert applied.startswith("created ")
     agent_id = applied.split("(", 1)[1].split(",", 1)[0]

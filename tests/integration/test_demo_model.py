@@ -18,6 +18,7 @@ from dhub.services.examples import read_document
 from dhub.settings import Settings
 from tests.conftest import ADMIN_TOKEN
 from tests.integration.test_runs_api import ok, until
+from tests.support.examples import filled
 
 API = "/api/v1"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -53,7 +54,7 @@ def test_the_support_example_looks_up_asks_to_refund_and_answers_with_no_key(
     settings: Settings,
 ) -> None:
     with server(settings) as client:
-        agent = ok(client.post(f"{API}/agents", json=SUPPORT), 201)["id"]
+        agent = ok(client.post(f"{API}/agents", json=filled(client, SUPPORT)), 201)["id"]
         chat = ok(client.post(f"{API}/agents/{agent}/conversations"), 201)["id"]
         run_id = say(client, chat, "Please refund order A-1001")
         waiting = until(client, run_id, "waiting", "failed")
@@ -105,6 +106,7 @@ def test_anything_else_gets_an_honest_demo_reply_saying_what_to_set(settings: Se
     doc = copy.deepcopy(SUPPORT)
     doc["name"] = "plain"
     doc["agent"].update(tools=[], actors=[], model_provider="anthropic", model="claude-x")
+    doc["ontologies"] = []
     with server(settings) as client:
         agent = ok(client.post(f"{API}/agents", json=doc), 201)["id"]
         chat = ok(client.post(f"{API}/agents/{agent}/conversations"), 201)["id"]

@@ -21,7 +21,7 @@ ANSWER = "North sold the most."
 
 
 def sales_table(client: TestClient) -> str:
-    data = (ROOT / "examples" / "sales.csv").read_bytes()
+    data = (ROOT / "examples" / "knowledge" / "sales.csv").read_bytes()
     made = client.post(
         f"{API}/tables/import", params={"name": "sales", "format": "csv"}, content=data
     )
@@ -184,7 +184,7 @@ def test_the_builtin_table_analyst_copied_with_a_table_answers_from_it(
         world = World(client)
         bob = world.user("bob")
         headers = world.as_(bob)
-        data = (ROOT / "examples" / "sales.csv").read_bytes()
+        data = (ROOT / "examples" / "knowledge" / "sales.csv").read_bytes()
         made = client.post(f"{API}/tables/import", params={"name": "sales", "format": "csv"},
                            content=data, headers=headers)  # fmt: skip
         table_id = str(ok(made, 201)["table"]["id"])

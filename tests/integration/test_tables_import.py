@@ -197,7 +197,7 @@ def test_empty_strings_and_backslash_n_stay_strings(client: TestClient) -> None:
 
 
 def test_the_example_sales_table_imports(client: TestClient) -> None:
-    data = (ROOT / "examples" / "sales.csv").read_bytes()
+    data = (ROOT / "examples" / "knowledge" / "sales.csv").read_bytes()
     body = ok(import_file(client, "sales", data, "csv"), 201)
     assert body["inserted"] == 50
     assert types_of(body["table"]) == {

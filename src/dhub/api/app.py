@@ -38,7 +38,7 @@ from dhub.domain.agent import AgentSpec
 from dhub.domain.resources import KINDS
 from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
-from dhub.services.examples import load_examples
+from dhub.services.examples import Makers, load_examples
 from dhub.services.folders import FolderService
 from dhub.services.ontologies import OntologyService
 from dhub.services.principals import PrincipalService
@@ -95,7 +95,8 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             )
         if boot.fresh and settings.examples_dir is not None:
             admin = Principal(ADMIN_ID, is_admin=True)
-            await load_examples(services.agents, admin, settings.examples_dir)
+            makers = Makers(services.agents, services.resources, services.tables)
+            await load_examples(makers, admin, settings.examples_dir)
         resumed = await runtime.begin(run_service.hub)
         if resumed:
             log.info("resumed %d unfinished run(s)", len(resumed))

@@ -45,9 +45,12 @@ FileOption = Annotated[
 
 @app.command()
 def apply(ctx: typer.Context, file: FileOption, as_json: JsonOption = False) -> None:
-    """Create the agent, or update the one with the same name and folder to match the file."""
+    """Create the agent, or update the one with the same name and folder to match the file.
+    A value written ${table:sales} (any kind: table, template, ontology, tool, folder, ...)
+    becomes the id of the one resource of that name you can see."""
     with reporting_errors():
-        result = client_from(ctx).apply_agent(load_document(file))
+        api = client_from(ctx)
+        result = api.apply_agent(api.with_ids(load_document(file)))
     agent = result.agent
     message = f"{result.action} {agent['name']} ({agent['id']}, version {agent['version']})"
     done(as_json, message, {"action": result.action, "agent": agent})
@@ -348,9 +351,11 @@ def export(
 
 @app.command()
 def validate(ctx: typer.Context, file: FileOption, as_json: JsonOption = False) -> None:
-    """Check a document without saving it: exit 0 when valid, else print each error, exit 1."""
+    """Check a document without saving it: exit 0 when valid, else print each error, exit 1.
+    ${kind:name} placeholders become ids as with `apply`."""
     with reporting_errors():
-        result = client_from(ctx).validate_agent(load_document(file))
+        api = client_from(ctx)
+        result = api.validate_agent(api.with_ids(load_document(file)))
     if as_json:
         errors = [{"loc": e.loc, "message": e.message, "code": e.code} for e in result.errors]
         echo_json({"valid": result.valid, "errors": errors})

@@ -24,8 +24,15 @@ from dhub.client._exceptions import (
     error_from_response,
 )
 from dhub.client._folders import FoldersMixin
-from dhub.client._models import Agent, AgentPage, AgentVersion, ApplyResult, ValidationResult
-from dhub.client._names import is_id, pick
+from dhub.client._models import (
+    Agent,
+    AgentPage,
+    AgentVersion,
+    ApplyResult,
+    ResourcePage,
+    ValidationResult,
+)
+from dhub.client._names import fill_placeholders, is_id, pick, placeholders, plural
 from dhub.client._ontologies import OntologiesMixin
 from dhub.client._paths import follow, query, segment
 from dhub.client._runs import RunsMixin
@@ -273,6 +280,28 @@ class Client(
         body = {k: list(v) if isinstance(v, Sequence) and not isinstance(v, str) else v
                 for k, v in given if v is not None}  # fmt: skip
         return self._object("POST", f"{self._agent_path(agent)}/copy", json=body)
+
+    def with_ids(self, doc: Any) -> Any:
+        """The document with each ``${category:name}`` placeholder (``${table:sales}``)
+        replaced by the id of the one resource of that name the caller can see (none or
+        several: ``UnknownName`` or ``AmbiguousName``)."""
+        ids = {
+            (category, name): str(self._named(category, name)["id"])
+            for category, name in sorted(placeholders(doc))
+        }
+        return fill_placeholders(doc, ids)
+
+    def _named(self, category: str, name: str) -> dict[str, Any]:
+        path = f"/{plural(category)}"
+        return pick(
+            category,
+            name,
+            follow(lambda cursor: self._named_page(path, query(name=name, cursor=cursor))),
+        )
+
+    def _named_page(self, path: str, params: dict[str, Any]) -> ResourcePage:
+        body = self._object("GET", path, params=params)
+        return ResourcePage(data=list(body["data"]), next_cursor=body.get("next_cursor"))
 
     def apply_agent(self, doc: Mapping[str, Any]) -> ApplyResult:
         """Create the agent, or make the existing one with the same name in the same place

@@ -25,17 +25,25 @@ its usage (runtime/model.py), which the CLI and the console show.
 from __future__ import annotations
 
 import functools
-import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from dhub.providers.demo_knowledge import (
+    KEY,
+    ONTOLOGY_TOOLS,
+    TABLE_TOOLS,
+    json_object,
+    last_turn,
+    ontology_turn,
+    table_turn,
+    tool_results,
+)
 from dhub.providers.errors import ProviderError
 from dhub.providers.testing import FunctionModel, Reply, ReplyLike
 from dhub.providers.types import Message, ModelRequest
 
 NAME = "demo"
-_ORDER_ID = re.compile(r"\b[A-Z]{1,4}-\d{2,}\b")
 _METRICS = ("disk", "cpu", "memory", "mem", "load", "latency", "errors")
 _HOST_KEYS = ("host", "hostname", "server", "service", "instance", "node", "name")
 
@@ -63,9 +71,13 @@ class DemoModel(FunctionModel):
                 provider=NAME,
                 model=request.model,
             )
-        tools = {t.name for t in request.tools}
-        if {"lookup_order", "issue_refund"} <= tools:
+        tools = {t.name: t for t in request.tools}
+        if tools.keys() >= ONTOLOGY_TOOLS and _about_an_object(asked, tools.keys()):
+            return ontology_turn(request.messages, tools, self._note())
+        if {"lookup_order", "issue_refund"} <= tools.keys():
             return support_turn(request.messages, self._intro())
+        if tools.keys() >= TABLE_TOOLS:
+            return table_turn(request.messages, tools, self._note())
         if "headline" in f"{request.system} {asked}".lower() and "{" in asked:
             return headline(asked)
         text = _text_block(asked)
@@ -80,6 +92,12 @@ class DemoModel(FunctionModel):
         return (
             f"I am the demo model: this server has no model provider '{self.provider}' "
             "configured, so dhub answers with a scripted stand-in instead of a real LLM."
+        )
+
+    def _note(self) -> str:
+        return (
+            "(This is the demo model: it read your question by keyword matching and let the "
+            f"tools compute the answer; it does not understand it. {self._setup()})"
         )
 
     def _setup(self) -> str:
@@ -98,14 +116,19 @@ class DemoModel(FunctionModel):
 # -- the support example --------------------------------------------------------------------
 
 
+def _about_an_object(asked: str, tools: Iterable[str]) -> bool:
+    """Whether a question is for the ontology: it names a key, and is not a refund that the
+    support example's actor makes."""
+    refund = "issue_refund" in tools and "refund" in asked.lower()
+    return KEY.search(asked) is not None and not refund
+
+
 def support_turn(messages: tuple[Message, ...], intro: str) -> ReplyLike:
     """The support assistant's turn, from the transcript since the customer's last message:
     look the order up, ask to refund it (needs confirmation), then answer."""
-    start = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
-    asked = messages[start].content if start >= 0 else ""
-    turn = messages[start + 1 :]
+    asked, turn = last_turn(messages)
     order_id = _order_id(asked)
-    results = _results(turn)
+    results = {name: found[-1] for name, found in tool_results(turn).items()}
     if order_id is None:
         return (
             f"{intro} In this demo I can look an order up and refund it: name the order, "
@@ -116,7 +139,7 @@ def support_turn(messages: tuple[Message, ...], intro: str) -> ReplyLike:
         return Reply(tool_calls=[{"id": f"demo_lookup_{step}", "name": "lookup_order",
                                   "arguments": {"order_id": order_id}}])  # fmt: skip
     found, failed = results["lookup_order"]
-    order = _json_object(found)
+    order = json_object(found)
     if failed or order is None:
         return f"I could not look order {order_id} up: {found}"
     status = order.get("status", "unknown")
@@ -133,31 +156,13 @@ def support_turn(messages: tuple[Message, ...], intro: str) -> ReplyLike:
     outcome, refused = results["issue_refund"]
     if refused:
         return f"I did not refund order {order_id}. {outcome}"
-    refunded = (_json_object(outcome) or {}).get("refunded", amount)
+    refunded = (json_object(outcome) or {}).get("refunded", amount)
     return f"Done: order {order_id} is refunded ({refunded})."
 
 
 def _order_id(text: str) -> str | None:
-    found = _ORDER_ID.search(text)
+    found = KEY.search(text)
     return found.group(0) if found else None
-
-
-def _results(turn: tuple[Message, ...]) -> dict[str, tuple[str, bool]]:
-    """Each tool's last result in the turn: its text and whether it failed."""
-    names = {c.id: c.name for m in turn for c in m.tool_calls}
-    return {
-        names[m.tool_call_id]: (m.content, m.is_error)
-        for m in turn
-        if m.role == "tool" and m.tool_call_id in names
-    }
-
-
-def _json_object(text: str) -> dict[str, Any] | None:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 # -- the summarizer example -----------------------------------------------------------------
@@ -166,7 +171,7 @@ def _json_object(text: str) -> dict[str, Any] | None:
 def headline(prompt: str) -> str:
     """A one-line headline for the JSON object in ``prompt``."""
     start, end = prompt.find("{"), prompt.rfind("}")
-    alert = _json_object(prompt[start : end + 1]) if 0 <= start < end else None
+    alert = json_object(prompt[start : end + 1]) if 0 <= start < end else None
     alert = alert or {}
     host = next((str(alert[k]) for k in _HOST_KEYS if k in alert), "")
     where = f" on {host}" if host else ""

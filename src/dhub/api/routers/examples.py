@@ -1,5 +1,6 @@
 """/api/v1/examples: the example agents this server was started with (`--examples DIR`), so
-a user can apply one (POST its document to /api/v1/agents) from the console."""
+a user can apply one (POST its document to /api/v1/agents) from the console. A document's
+``${table:sales}`` placeholders come filled with what the caller can see by those names."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pydantic import BaseModel
 
 from dhub.api.deps import Ctx
 from dhub.api.responses import ERROR_RESPONSES, JSON
-from dhub.services.examples import example_files, read_document
+from dhub.services.examples import example_files, read_document, with_ids_for
 
 router = APIRouter(tags=["examples"], responses=ERROR_RESPONSES)
 
@@ -37,7 +38,10 @@ async def list_examples(request: Request, ctx: Ctx) -> JSON:
     directory: Path | None = runtime.settings.examples_dir if runtime is not None else None
     if directory is None:
         return JSON({"data": []})
-    return JSON({"data": await asyncio.to_thread(_read, directory)})
+    found = await asyncio.to_thread(_read, directory)
+    for example in found:  # ${table:sales}: the id of the table this caller sees by that name
+        example["document"] = await with_ids_for(ctx.svc.resources, ctx.who, example["document"])
+    return JSON({"data": found})
 
 
 def _read(directory: Path) -> list[dict[str, Any]]:
