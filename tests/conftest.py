@@ -115,21 +115,21 @@ def pg_url(schema: str) -> str:
 
 
 def _truncate(schema: str) -> None:
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM information_schema.tables WHERE table_schema = %s AND table_name = %s",
-            (schema, "agents"),
-        ).fetchone()
-        if exists:
-            tables = ", ".join(f'"{schema}"."{t}"' for t in (*TABLES, *QUEUE_TABLES))
-            conn.execute(f"TRUNCATE {tables} CASCADE")
-        rows_tables = conn.execute(  # table resources' rows (store/table_rows.py)
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
-            "AND table_name LIKE 'kt\\_%%'",
+    """Empty the schema's tables (DELETE with the foreign keys' triggers off: much faster than
+    TRUNCATE on a few dozen small tables) and drop the table resources' row tables."""
+    with psycopg.connect(PG_URL) as conn:
+        found = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s",
             (schema,),
         ).fetchall()
-        for (name,) in rows_tables:
-            conn.execute(f'DROP TABLE "{schema}"."{name}"')
+        present = {name for (name,) in found}
+        conn.execute("SET LOCAL session_replication_role = replica")
+        for table in (*TABLES, *QUEUE_TABLES):
+            if table in present:
+                conn.execute(f'DELETE FROM "{schema}"."{table}"')
+        for name in sorted(present):
+            if name.startswith("kt_"):  # table resources' rows (store/table_rows.py)
+                conn.execute(f'DROP TABLE "{schema}"."{name}"')
 
 
 # Both databases, for fixtures of any scope: ``params=DATABASES``, then ``url_for(request, dir)``.

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 from fastapi.testclient import TestClient
 
-from dhub.client._names import fill_placeholders, placeholders
+from dhub.placeholders import fill_placeholders, placeholders
 
 KNOWLEDGE = Path(__file__).resolve().parents[2] / "examples" / "knowledge"
 

@@ -14,16 +14,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from dhub.client._exceptions import AmbiguousName, UnknownName
+from dhub.placeholders import CATEGORIES, fill_placeholders, placeholders
+
+__all__ = ["CATEGORIES", "fill_placeholders", "placeholders"]  # and what is defined here
 
 # Crockford base32, lowercase, as dhub.domain.ids makes them (copied: no server imports here).
 _ULID = "[0-9abcdefghjkmnpqrstvwxyz]{26}"
 
 
-# What each kind of resource is called in ids (``folder.<ulid>``) and URLs (``/folders``).
-CATEGORIES = (
-    "agent", "prompt", "tool", "actor", "role", "folder", "collection", "template", "table",
-    "ontology",
-)  # fmt: skip
 _PLURALS = {"ontology": "ontologies"}
 # The built-in agents' ids (dhub.services.builtins: ``agent.builtin-<file name>``).
 _BUILTIN = "builtin-[a-z0-9][a-z0-9-]*"
@@ -53,30 +51,3 @@ def pick(category: str, name: str, found: Iterable[dict[str, Any]]) -> dict[str,
     if not named:
         raise UnknownName(category, name)
     raise AmbiguousName(category, name, named)
-
-
-# A document may name a resource where its id goes as ``${table:sales}`` (the whole string):
-# ``dhub agents create/apply/validate`` and the example loader put the id in before sending.
-PLACEHOLDER = re.compile(r"\$\{(" + "|".join(CATEGORIES) + r"):([^{}]+)\}")
-
-
-def placeholders(doc: Any) -> set[tuple[str, str]]:
-    """The ``(category, name)`` of every placeholder in a document."""
-    if isinstance(doc, str):
-        found = PLACEHOLDER.fullmatch(doc)
-        return {(found.group(1), found.group(2))} if found else set()
-    values = doc.values() if isinstance(doc, dict) else doc if isinstance(doc, list) else ()
-    return set().union(*(placeholders(v) for v in values))
-
-
-def fill_placeholders(doc: Any, ids: dict[tuple[str, str], str]) -> Any:
-    """The document with each placeholder replaced by the id ``ids`` holds for it; one it
-    lacks is left as it is (the server then says the reference is unknown)."""
-    if isinstance(doc, str):
-        found = PLACEHOLDER.fullmatch(doc)
-        return ids.get((found.group(1), found.group(2)), doc) if found else doc
-    if isinstance(doc, dict):
-        return {k: fill_placeholders(v, ids) for k, v in doc.items()}
-    if isinstance(doc, list):
-        return [fill_placeholders(v, ids) for v in doc]
-    return doc

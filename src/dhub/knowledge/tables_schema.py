@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -450,3 +450,22 @@ def merge_kinds(a: ColumnType | None, b: ColumnType | None) -> ColumnType | None
     if pair <= {"string", "date", "datetime"}:
         return "string"
     return "json"  # e.g. numbers and strings: kept as they came
+
+
+# What SQL over tables (knowledge/tables_sql.py) is given and refused with; here, not there,
+# so that what only holds tables does not import the SQL parser (sqlglot loads slowly).
+Dialect = Literal["sqlite", "postgres"]
+
+
+class SqlRefused(ValueError):
+    """Why the SQL cannot run, in a sentence for the person or model who wrote it."""
+
+
+@dataclass(frozen=True, slots=True)
+class SqlTable:
+    """A table the SQL may read: what it is called, and where its rows are."""
+
+    id: str
+    name: str
+    physical: str
+    columns: Sequence[TableColumn]

@@ -25,16 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from dhub.domain.resources import TableColumn
-from dhub.knowledge.tables_schema import column_key
+from dhub.knowledge.tables_schema import Dialect, SqlRefused, SqlTable, column_key
 
-Dialect = Literal["sqlite", "postgres"]
 MAX_SQL_CHARS = 20_000
 
 # sqlglot's own function classes, by their SQL name.
@@ -265,20 +263,6 @@ _CAST_TYPES = frozenset({
     _T.TINYINT, _T.FLOAT, _T.DOUBLE, _T.DECIMAL, _T.BOOLEAN, _T.DATE, _T.DATETIME,
     _T.TIMESTAMP, _T.TIMESTAMPTZ, _T.TIME, _T.INTERVAL, _T.JSON, _T.JSONB,
 })  # fmt: skip
-
-
-class SqlRefused(ValueError):
-    """Why the SQL cannot run, in a sentence for the person or model who wrote it."""
-
-
-@dataclass(frozen=True, slots=True)
-class SqlTable:
-    """A table the SQL may read: what it is called, and where its rows are."""
-
-    id: str
-    name: str
-    physical: str
-    columns: Sequence[TableColumn]
 
 
 @dataclass(frozen=True, slots=True)

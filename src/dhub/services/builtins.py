@@ -11,6 +11,7 @@ users change a copy (``AgentService.copy``), which this never touches.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from importlib import resources
@@ -47,6 +48,11 @@ class Builtin:
 def shipped() -> list[Builtin]:
     """The built-ins of this dhub, by id; a document that does not validate is a bug in dhub,
     so it raises (tests/integration/test_builtins.py loads them all)."""
+    return list(_read_shipped())
+
+
+@functools.cache  # package data: read and validated once per process, not at every start
+def _read_shipped() -> tuple[Builtin, ...]:
     found = []
     for entry in sorted(resources.files(PACKAGE).iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".yaml"):
@@ -54,7 +60,7 @@ def shipped() -> list[Builtin]:
         doc = yaml.safe_load(entry.read_text(encoding="utf-8"))
         spec = validate_agent_document(doc)
         found.append(Builtin(ID_PREFIX + entry.name.removesuffix(".yaml"), spec, dump_spec(spec)))
-    return found
+    return tuple(found)
 
 
 async def install_builtins(db: Database, builtins: list[Builtin] | None = None) -> dict[str, str]:

@@ -16,10 +16,10 @@ import orjson
 import yaml
 
 from dhub.access.principal import Principal
-from dhub.client._names import fill_placeholders, placeholders
 from dhub.domain.errors import DhubError
 from dhub.domain.resources import KINDS
 from dhub.knowledge.tables_import import FORMATS, Format, Source
+from dhub.placeholders import fill_placeholders, placeholders
 from dhub.services.agents import AgentService
 from dhub.services.ontology_import import import_items, items_of
 from dhub.services.resources import ResourceService

@@ -16,7 +16,7 @@ from typing import Any
 from dhub.access.principal import Principal
 from dhub.domain.errors import InvalidInput, NotFound
 from dhub.knowledge.errors import KnowledgeError
-from dhub.knowledge.tables_sql import SqlTable
+from dhub.knowledge.tables_schema import SqlTable
 from dhub.knowledge.tables_tools import MAX_MODEL_ROWS
 from dhub.services.resources import ResourceService
 from dhub.services.tables import TableService, row_json

@@ -28,17 +28,13 @@ from dhub.knowledge.tables_query import compile_query, encode_offset, result_row
 from dhub.knowledge.tables_schema import (
     ROW_ID,
     BadValue,
+    Dialect,
+    SqlRefused,
+    SqlTable,
     column_key,
     from_json,
     physical_name,
     to_json,
-)
-from dhub.knowledge.tables_sql import (
-    SQLITE_FUNCTIONS,
-    Dialect,
-    SqlRefused,
-    SqlTable,
-    check_sql,
 )
 from dhub.services.resources import ResourceService, ResourceView
 from dhub.services.table_schema import spec_of
@@ -265,6 +261,10 @@ class TableService:
         caller must be able to read: an id it cannot answers like a random id (NotFound),
         or, with ``hide_unreadable`` (an agent's tables), is left out of the query's tables,
         so naming it gets the same answer as naming a table that does not exist."""
+        # The SQL parser is imported at the first query: it takes a noticeable part of a
+        # server's start, and most servers never run SQL.
+        from dhub.knowledge.tables_sql import SQLITE_FUNCTIONS, check_sql
+
         tables = await self.readable(principal, table_ids, hide_unreadable)
         dialect: Dialect = "sqlite" if self.db.is_sqlite else "postgres"
         try:
