@@ -1,16 +1,13 @@
 """The console's Ontologies page in headless Chromium against a real `dhub serve`: the example
-ontology in the list, its object types, a search by type and text, a filter, and an object's
-links followed by clicking. Needs what tests/e2e/test_console.py needs (Debian's chromium,
-playwright, `make web`)."""
+ontology (the server loads it, with its data, with the examples) in the list, its object types,
+a search by type and text, a filter, and an object's links followed by clicking. Needs what
+tests/e2e/test_console.py needs (Debian's chromium, playwright, `make web`)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import httpx
 import playwright.sync_api as playwright_api
 import pytest
 
@@ -18,7 +15,6 @@ from tests.e2e.browser import CHROMIUM, Page
 from tests.e2e.test_serve import ROOT, Server
 
 CONSOLE = ROOT / "src" / "dhub" / "api" / "console" / "index.html"
-EXAMPLE = ROOT / "examples" / "knowledge" / "support_ontology.json"
 TOKEN = "dhub_console_ontologies_e2e_token"
 
 if not CHROMIUM.exists() or not CONSOLE.exists():
@@ -34,21 +30,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         served.stop()
 
 
-def api(server: Server, method: str, path: str, **kwargs: Any) -> Any:
-    response = httpx.request(
-        method, f"{server.url}/api/v1{path}", headers={"Authorization": f"Bearer {TOKEN}"},
-        timeout=30, **kwargs,
-    )  # fmt: skip
-    response.raise_for_status()
-    return response.json() if response.content else None
-
-
 def test_explore_the_example_ontology(server: Server, page: Page, shots: Path) -> None:
     expect = playwright_api.expect
-    example = json.loads(EXAMPLE.read_text())
-    ontology = api(server, "POST", "/ontologies", json=example["ontology"])
-    api(server, "POST", f"/ontologies/{ontology['id']}/import", json=example["data"])
-
     page.goto(f"{server.url}/")
     page.get_by_label("API token").fill(TOKEN)
     page.get_by_role("button", name="Sign in").click()

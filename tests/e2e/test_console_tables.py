@@ -1,6 +1,7 @@
 """The console's Tables page in headless Chromium against a real `dhub serve`: the example
-sales table imported through the API, found in the list, and shown with its columns and first
-rows. Needs what tests/e2e/test_console.py needs (Debian's chromium, playwright, `make web`)."""
+sales table (the server loads it with the examples) found in the list, and shown with its
+columns and first rows. Needs what tests/e2e/test_console.py needs (Debian's chromium,
+playwright, `make web`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 
 from tests.e2e.browser import CHROMIUM, Page
 from tests.e2e.test_console_folders import CONSOLE
-from tests.e2e.test_serve import ROOT, Server
+from tests.e2e.test_serve import Server
 
 TOKEN = "dhub_console_tables_e2e_token"
 
@@ -29,17 +30,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def test_a_table_with_its_columns_and_first_rows(server: Server, page: Page) -> None:
-    import httpx
-
     expect = playwright_api.expect
-    response = httpx.post(
-        f"{server.url}/api/v1/tables/import",
-        params={"name": "sales", "format": "csv"},
-        content=(ROOT / "examples" / "knowledge" / "sales.csv").read_bytes(),
-        headers={"Authorization": f"Bearer {TOKEN}"},
-        timeout=30,
-    )
-    response.raise_for_status()
+    # The server loaded the examples: examples/knowledge/sales.csv is the table `sales`.
     page.goto(f"{server.url}/")
     page.get_by_label("API token").fill(TOKEN)
     page.get_by_role("button", name="Sign in").click()

@@ -19,12 +19,14 @@ import { SharingPage } from './pages/Sharing'
 import { FoldersPage } from './pages/Folders'
 import { TablesPage } from './pages/Tables'
 import { OntologiesPage } from './pages/Ontologies'
+import { TemplatesPage } from './pages/Templates'
 
 const NAV = [
   { path: '/agents', label: 'Agents' },
   { path: '/folders', label: 'Folders' },
   { path: '/tables', label: 'Tables' },
   { path: '/ontologies', label: 'Ontologies' },
+  { path: '/templates', label: 'Templates' },
   { path: '/examples', label: 'Examples' },
   { path: '/runs', label: 'Runs' },
   { path: '/tasks', label: 'Tasks' },
@@ -47,6 +49,8 @@ function page(route: Route) {
       return <TablesPage tableId={id ?? null} />
     case 'ontologies':
       return <OntologiesPage ontologyId={id ?? null} />
+    case 'templates':
+      return <TemplatesPage templateId={id ?? null} />
     case 'examples':
       return <ExamplesPage />
     case 'runs':

@@ -107,19 +107,35 @@ export const api = {
 /** Download what an authenticated GET answers (an attachment: a run artifact) as a file named
  * `name`: fetched with the session's token, handed to the browser as a blob. */
 export async function downloadFile(path: string, name: string): Promise<void> {
+  await download(path, { headers: authHeaders() }, name)
+}
+
+/** The same for what an authenticated POST of JSON `body` answers (a template rendered as a
+ * PDF): a plain link cannot POST nor carry the token, so it is fetched and saved as a blob. */
+export async function downloadPost(path: string, body: unknown, name: string): Promise<void> {
+  const headers = { ...authHeaders(), 'Content-Type': 'application/json' }
+  await download(path, { method: 'POST', headers, body: JSON.stringify(body) }, name)
+}
+
+async function download(path: string, init: RequestInit, name: string): Promise<void> {
   let response: Response
   try {
-    response = await fetch(API + path, { headers: authHeaders() })
+    response = await fetch(API + path, init)
   } catch (exc) {
     throw new ApiError(0, `Could not reach the server: ${String(exc)}`, [])
   }
   if (!response.ok) throw await errorFrom(response)
   const disposition = response.headers.get('Content-Disposition') ?? ''
   const named = /filename="([^"]+)"/.exec(disposition)
-  const url = URL.createObjectURL(await response.blob())
+  saveBlob(await response.blob(), named ? named[1] : name)
+}
+
+/** Hands `blob` to the browser as a download named `name`. */
+export function saveBlob(blob: Blob, name: string): void {
+  const url = URL.createObjectURL(blob)
   const link = document.createElement('a')
   link.href = url
-  link.download = named ? named[1] : name
+  link.download = name
   document.body.appendChild(link)
   link.click()
   link.remove()

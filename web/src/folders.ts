@@ -33,5 +33,6 @@ export function pageOf(item: Placed): string | null {
   if (item.category === 'folder' || item.category === 'collection') return `/folders/${item.id}`
   if (item.category === 'table') return `/tables/${item.id}`
   if (item.category === 'ontology') return `/ontologies/${item.id}`
+  if (item.category === 'template') return `/templates/${item.id}`
   return null
 }

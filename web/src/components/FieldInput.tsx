@@ -1,4 +1,5 @@
-// A form field for a typed variable: start variables of a workflow, human_input fields.
+// A form field for a typed variable: start variables of a workflow, human_input fields, a
+// template's variables (which add integer, date and datetime).
 
 export interface FieldSpec {
   name: string
@@ -28,6 +29,11 @@ export function valueOf(field: FieldSpec, text: string): unknown {
       if (Number.isNaN(n)) throw new Error(`'${field.name}' should be a number.`)
       return n
     }
+    case 'integer': {
+      const n = Number(text)
+      if (!Number.isInteger(n)) throw new Error(`'${field.name}' should be a whole number.`)
+      return n
+    }
     case 'boolean':
       return text === 'true'
     case 'object':
@@ -44,6 +50,8 @@ export function valueOf(field: FieldSpec, text: string): unknown {
       return text
   }
 }
+
+const PLACEHOLDERS: Record<string, string> = { date: 'YYYY-MM-DD', datetime: 'YYYY-MM-DDTHH:MM:SSZ' }
 
 interface Props {
   idPrefix: string
@@ -90,12 +98,15 @@ export function FieldInput({ idPrefix, field, value, onChange, error, multiline 
       <textarea {...common} rows={4} className="mono" value={value} onChange={(e) => onChange(e.target.value)}
         placeholder={field.type === 'array' ? '[1, 2, 3]' : '{"key": "value"}'} />
     )
-  } else if (field.type === 'number') {
-    control = <input {...common} type="number" step="any" value={value} onChange={(e) => onChange(e.target.value)} />
+  } else if (field.type === 'number' || field.type === 'integer') {
+    const step = field.type === 'integer' ? 1 : 'any'
+    control = <input {...common} type="number" step={step} value={value} onChange={(e) => onChange(e.target.value)} />
   } else if (multiline) {
     control = <textarea {...common} rows={3} value={value} onChange={(e) => onChange(e.target.value)} />
   } else {
-    control = <input {...common} type="text" value={value} onChange={(e) => onChange(e.target.value)} />
+    // Dates stay text inputs: the server checks them and says what it wants.
+    const placeholder = PLACEHOLDERS[field.type]
+    control = <input {...common} type="text" value={value} placeholder={placeholder} onChange={(e) => onChange(e.target.value)} />
   }
   return (
     <div className={`field${error ? ' has-error' : ''}`}>
