@@ -13,8 +13,10 @@ schema of their own. Outside CI they are skipped when the server is unreachable;
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -29,6 +31,7 @@ from dhub.api.app import create_app
 from dhub.sandbox.runner import SandboxSettings
 from dhub.services.builtins import shipped
 from dhub.settings import Settings
+from dhub.store.db import Database
 from tests.support import netguard
 from tests.support.wire.fixtures import anthropic_server as anthropic_server
 from tests.support.wire.fixtures import openai_compatible_server as openai_compatible_server
@@ -132,15 +135,35 @@ def _truncate(schema: str) -> None:
                 conn.execute(f'DROP TABLE "{schema}"."{name}"')
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated and empty, as PostgreSQL's schema is after ``_truncate``:
+    copying it saves each test the migrations."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "dhub.db"
+
+    async def prepare() -> None:
+        db = Database(f"sqlite:///{path}")
+        try:
+            await db.migrate()
+        finally:
+            await db.dispose()
+
+    asyncio.run(prepare())
+    return path
+
+
 # Both databases, for fixtures of any scope: ``params=DATABASES``, then ``url_for(request, dir)``.
 DATABASES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 def url_for(request: pytest.FixtureRequest, directory: Path) -> str:
-    """The database URL of the fixture's parameter: a SQLite file in ``directory``, or the
-    session's PostgreSQL schema, emptied."""
+    """The database URL of the fixture's parameter: a SQLite file in ``directory`` (a copy of
+    an empty migrated one), or the session's PostgreSQL schema, emptied."""
     if request.param == "sqlite":
-        return f"sqlite:///{directory / 'dhub.db'}"
+        target = directory / "dhub.db"
+        directory.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), target)
+        return f"sqlite:///{target}"
     schema = request.getfixturevalue("pg_schema")
     _truncate(schema)
     return pg_url(schema)

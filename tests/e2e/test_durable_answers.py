@@ -24,7 +24,8 @@ from tests.e2e.test_serve import Server
 from tests.integration.test_durable_answers import ASK
 from tests.integration.test_runs_api import REFUND
 
-ITERATIONS = 10
+# Each iteration is a SIGKILL and a restart (seconds); the kill's moment is random in each.
+ITERATIONS = 6
 LEASE = "1"  # seconds: how soon a run the killed server held is taken over
 FINISHED = ("succeeded", "failed", "cancelled")
 
