@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import sys
@@ -12,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
+from starlette.routing import BaseRoute
 
 from dhub import __version__
 from dhub.access.bootstrap import ADMIN_ID, ensure_admin
@@ -109,16 +111,34 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
         finally:
             await runtime.close()
 
-    app = FastAPI(
+    app = _bare_app(lifespan)
+    errors.install(app)
+    app.add_middleware(yaml_io.YamlResponses)  # JSON responses as YAML, when asked
+    app.router.routes.extend(_shared_routes())
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _bare_app(lifespan: Any = None, openapi_url: str | None = "/openapi.json") -> FastAPI:
+    return FastAPI(
         title="dhub",
         version=__version__,
         description="A self-hosted agent platform.",
         lifespan=lifespan,
         docs_url=None,  # served by apidocs.py from local files, not a CDN
         redoc_url=None,
+        openapi_url=openapi_url,
     )
-    errors.install(app)
-    app.add_middleware(yaml_io.YamlResponses)  # JSON responses as YAML, when asked
+
+
+@functools.cache
+def _shared_routes() -> list[BaseRoute]:
+    """Every route of the API, built once per process and shared by its apps: FastAPI builds
+    an included router's routes for each app it is included in (a pydantic adapter for each
+    route's models, about 0.2 s in all), and a process may hold several apps (the tests hold
+    one per test). Routes reach their app's state through the request, never through this
+    one's."""
+    app = _bare_app(openapi_url=None)
     app.include_router(health.router)
     app.include_router(agents.router, prefix="/api/v1")
     app.include_router(principals.router, prefix="/api/v1")
@@ -135,8 +155,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
     for router in resources.routers:
         app.include_router(router, prefix="/api/v1")
     app.include_router(ontologies.router, prefix="/api/v1")
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
-    return app
+    return list(app.router.routes)
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:
