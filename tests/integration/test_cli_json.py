@@ -141,6 +141,28 @@ def ontologies(cli: Cli, api: Client, tmp_path: Path) -> None:
         "objects": {"created": 1, "updated": 0},
         "links": {"created": 0, "existing": 0},
     }
+    people = tmp_path / "people.csv"
+    people.write_text("code,name,country\nC-100,Y,FR\nC-101,Z,\n")
+    cli("tables", "import", people)
+    imported = cli(
+        "ontologies",
+        "import-table",
+        "support-ontology",
+        "people",
+        "--type",
+        "customer",
+        "--map",
+        "customer_id=code",
+    )
+    assert imported == {
+        "objects": {"created": 1, "updated": 1},
+        "links": {"created": 0, "existing": 0},
+    }
+    assert api.get_object(ontology_id, "customer", "C-101")["properties"] == {
+        "customer_id": "C-101",
+        "name": "Z",
+    }
+    api.delete_table("people")
 
 
 def identities(cli: Cli, api: Client) -> None:

@@ -24,6 +24,10 @@ BODIES: dict[tuple[str, str], Any] = {
     ("patch", "/objects/{type}/{key}"): {"properties": {"country": SECRET}},
     ("post", "/links"): {"link_type": "refers", "from": "c1", "to": "c2"},
     ("post", "/import"): [customer("c8", SECRET)],
+    ("post", "/import-table"): {
+        "table": "table.01jzzzzzzzzzzzzzzzzzzzzzzz",
+        "objects": {"type": "customer"},
+    },
 }
 FILLS = {"type": "customer", "key": "c1", "link_type": "placed", "from_key": "c1", "to_key": "1"}
 
@@ -121,6 +125,12 @@ def test_a_reader_looks_but_cannot_change(client: TestClient) -> None:
         201,
     )
     base = f"{API}/{ontology_id}"
+    # A table of hers, which she may read: still no import into an ontology she may only read.
+    columns = [{"name": "id", "type": "string"}, {"name": "name", "type": "string"}]
+    table = {"name": "hers", "columns": columns}
+    table_id = ok(w.call(reader, "POST", "/api/v1/tables", table), 201)["id"]
+    rows = {"rows": [{"id": "c9", "name": "New"}]}
+    ok(w.call(reader, "POST", f"/api/v1/tables/{table_id}/rows", rows), 201)
     assert ok(w.call(reader, "GET", f"{base}/objects/customer/c1"))["title"] == "Acme Corp"
     assert len(ok(w.call(reader, "GET", f"{base}/objects"))["data"]) == 8
     follow = ok(w.call(reader, "GET", f"{base}/objects/customer/c1/links/placed"))
@@ -132,6 +142,7 @@ def test_a_reader_looks_but_cannot_change(client: TestClient) -> None:
         ("POST", f"{base}/links", {"link_type": "refers", "from": "c1", "to": "c2"}),
         ("DELETE", f"{base}/links/placed/c1/1", None),
         ("POST", f"{base}/import", [customer("c8", "Other")]),
+        ("POST", f"{base}/import-table", {"table": table_id, "objects": {"type": "customer"}}),
     ]
     for method, url, body in changes:
         response = w.call(reader, method, url, body)

@@ -241,6 +241,72 @@ def import_(
     done(as_json, _counts(result), result)
 
 
+@app.command("import-table")
+def import_table(
+    ctx: typer.Context,
+    ontology: OntologyArgument,
+    table: Annotated[
+        str, typer.Argument(metavar="TABLE", help="The table's name or id (table.…).")
+    ],
+    type: Annotated[
+        str | None, typer.Option("--type", help="Make one object of this type a row.")
+    ] = None,
+    maps: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--map",
+            metavar="PROPERTY=COLUMN",
+            help="Where a property's values come from (repeat); properties not mapped take "
+            "the column of the same name; PROPERTY= leaves one out.",
+        ),
+    ] = None,
+    link: Annotated[
+        str | None, typer.Option("--link", help="Make one link of this link type a row.")
+    ] = None,
+    from_column: Annotated[
+        str | None, typer.Option("--from", metavar="COLUMN", help="The links' 'from' keys.")
+    ] = None,
+    to_column: Annotated[
+        str | None, typer.Option("--to", metavar="COLUMN", help="The links' 'to' keys.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import objects (--type) and/or links (--link) from every row of a table, all or
+    nothing."""
+    if type is None and link is None:
+        raise typer.BadParameter("give --type, --link or both", param_hint="--type")
+    if maps and type is None:
+        raise typer.BadParameter("--map maps the properties of --type", param_hint="--map")
+    if link is not None and (from_column is None or to_column is None):
+        raise typer.BadParameter("--link needs --from and --to", param_hint="--link")
+    if link is None and (from_column is not None or to_column is not None):
+        raise typer.BadParameter("--from and --to go with --link", param_hint="--link")
+    properties = _mapping(maps or [])
+    with reporting_errors():
+        result = client_from(ctx).import_objects_from_table(
+            ontology,
+            table,
+            type=type,
+            properties=properties or None,
+            link_type=link,
+            from_column=from_column,
+            to_column=to_column,
+        )
+    done(as_json, _counts(result), result)
+
+
+def _mapping(maps: list[str]) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for text in maps:
+        prop, sep, column = text.partition("=")
+        if not sep or not prop:
+            raise typer.BadParameter(
+                f"{text!r}: write PROPERTY=COLUMN, e.g. id=customer_id", param_hint="--map"
+            )
+        out[prop] = column or None
+    return out
+
+
 def _counts(result: dict[str, Any]) -> str:
     objects, links = result["objects"], result["links"]
     return (

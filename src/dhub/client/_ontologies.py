@@ -2,7 +2,8 @@
 objects and links, search, following links and import (docs/ontologies.md).
 
 Where a method takes an ontology it takes its id (``ontology.…``) or its name, looked up
-among the ontologies the caller can see (``resolve_ontology``).
+among the ontologies the caller can see (``resolve_ontology``); a table, likewise
+(``resolve_table``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class OntologiesMixin:
         def _object(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]: ...
 
         def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response: ...
+
+        def _table_id(self, table: str) -> str: ...
 
     # -- ontologies --------------------------------------------------------------------------
 
@@ -210,3 +213,31 @@ class OntologiesMixin:
         return self._object(
             "POST", path, content=orjson.dumps(body), headers={"Content-Type": "application/json"}
         )
+
+    def import_objects_from_table(
+        self,
+        ontology: str,
+        table: str,
+        *,
+        type: str | None = None,
+        properties: Mapping[str, str | None] | None = None,
+        link_type: str | None = None,
+        from_column: str | None = None,
+        to_column: str | None = None,
+    ) -> dict[str, Any]:
+        """Objects of ``type`` (one a row) and/or links of ``link_type`` (one a row, between
+        the keys in ``from_column`` and ``to_column``) from every row of a table (its name or
+        id), all or nothing. ``properties`` maps properties to columns; a property it leaves
+        out takes the column of the same name, one mapped to None is left out."""
+        if type is None and properties is not None:
+            raise ValueError("properties maps the properties of a type: give type as well.")
+        if link_type is None and (from_column is not None or to_column is not None):
+            raise ValueError("from_column and to_column are a link's ends: give link_type.")
+        body: dict[str, Any] = {"table": self._table_id(table)}
+        if type is not None:
+            body["objects"] = {"type": type}
+            if properties:
+                body["objects"]["properties"] = dict(properties)
+        if link_type is not None:
+            body["links"] = {"link_type": link_type, "from": from_column, "to": to_column}
+        return self._object("POST", f"{self._ontology_path(ontology)}/import-table", json=body)

@@ -10,7 +10,7 @@ line; pointers then name the line's index, from 0).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,9 +176,12 @@ def _check_link(opened: Opened, item: Item, plan: _Plan) -> list[FieldError]:
     keys, errors = [], []
     for end in ("from", "to"):
         raw = value.get(end)
-        if isinstance(raw, bool) or not isinstance(raw, str | int):
-            problem: str | None = "An end of a link is an object's key (a string or an integer)."
-            key = ""
+        key = ""
+        problem: str | None
+        if raw is None:
+            problem = f"'{end}' is missing: a link needs both ends (the objects' keys)."
+        elif isinstance(raw, bool) or not isinstance(raw, str | int):
+            problem = "An end of a link is an object's key (a string or an integer)."
         else:
             key = key_text(raw)
             problem = key_problem(key)
@@ -271,39 +274,55 @@ async def _one_each(
     return errors
 
 
-async def import_items(
-    db: Database, principal: Principal, ontology_id: str, items: Sequence[Item]
-) -> dict[str, Any]:
-    """Check every item, then store them all (or nothing, with every problem found)."""
-    if len(items) > MAX_ITEMS:
+def check_count(count: int) -> None:
+    if count > MAX_ITEMS:
         raise InvalidInput(
             [
                 FieldError(
                     "",
-                    f"An import has at most {MAX_ITEMS} items; this one "
-                    f"has {len(items)}: split it.",
+                    f"An import has at most {MAX_ITEMS} items; this one has {count}: split it.",
                     "too_many",
                 )
             ]
         )
+
+
+async def import_items(
+    db: Database, principal: Principal, ontology_id: str, items: Sequence[Item]
+) -> dict[str, Any]:
+    """Check every item, then store them all (or nothing, with every problem found)."""
+    check_count(len(items))
     async with db.write() as conn:
         opened = await open_ontology(conn, principal, ontology_id, "edit")
-        plan, errors = _check(opened, items)
-        if not errors:
-            errors = await _missing_ends(conn, opened, plan)
-        if not errors:
-            errors = await _cardinality(conn, opened, plan)
-        if errors:
-            raise InvalidInput(errors[:MAX_ERRORS])
-        created, updated = await _store_objects(conn, opened, plan, principal.user_id)
-        new_links = await _store_links(conn, opened, plan, principal.user_id)
-        if created + new_links >= ANALYZE_AFTER:
-            await store.refresh_statistics(conn)
-        result = {
-            "objects": {"created": created, "updated": updated},
-            "links": {"created": new_links, "existing": len(plan.links) - new_links},
-        }
-        await audit.record(conn, principal.user_id, "ontology.import", opened.id, None, result)
+        return await store_items(conn, principal, opened, items)
+
+
+async def store_items(
+    conn: Conn,
+    principal: Principal,
+    opened: Opened,
+    items: Sequence[Item],
+    source: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """``import_items`` in the caller's transaction, on an ontology it opened for edit;
+    ``source`` (e.g. the table the items came from) goes into the audit entry."""
+    plan, errors = _check(opened, items)
+    if not errors:
+        errors = await _missing_ends(conn, opened, plan)
+    if not errors:
+        errors = await _cardinality(conn, opened, plan)
+    if errors:
+        raise InvalidInput(errors[:MAX_ERRORS])
+    created, updated = await _store_objects(conn, opened, plan, principal.user_id)
+    new_links = await _store_links(conn, opened, plan, principal.user_id)
+    if created + new_links >= ANALYZE_AFTER:
+        await store.refresh_statistics(conn)
+    result = {
+        "objects": {"created": created, "updated": updated},
+        "links": {"created": new_links, "existing": len(plan.links) - new_links},
+    }
+    entry = {**result, **source} if source else result
+    await audit.record(conn, principal.user_id, "ontology.import", opened.id, None, entry)
     return result
 
 

@@ -144,6 +144,15 @@ async def page(conn: Conn, table: Table, after: int | None, limit: int) -> Seque
     return (await conn.execute(statement)).all()
 
 
+async def column_values(
+    conn: Conn, table: Table, keys: Sequence[str], limit: int
+) -> Sequence[Sequence[Any]]:
+    """The first ``limit`` rows by ``_row``: ``_row``, then the columns ``keys`` in order."""
+    columns = [table.c[ROW_ID], *(table.c[k] for k in keys)]
+    statement = select(*columns).order_by(table.c[ROW_ID]).limit(limit)
+    return (await conn.execute(statement)).all()
+
+
 async def get_row(conn: Conn, table: Table, row_id: int) -> Sequence[Any] | None:
     statement = select(*table.columns).where(table.c[ROW_ID] == row_id)
     return (await conn.execute(statement)).first()

@@ -1,6 +1,7 @@
-"""An ontology's objects and links (/api/v1/ontologies/{id}/objects, /links, /import); the
-ontology itself has the endpoints every resource has (routers/resources.py). Thin: the
-service checks access (read to look, edit to change) before anything else."""
+"""An ontology's objects and links (/api/v1/ontologies/{id}/objects, /links, /import,
+/import-table); the ontology itself has the endpoints every resource has
+(routers/resources.py). Thin: the service checks access (read to look, edit to change)
+before anything else."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from dhub.domain.bounds import MAX_BODY_BYTES
 from dhub.domain.errors import FieldError, InvalidInput, TooLarge
 from dhub.knowledge.ontology_values import parse_filter_param
 from dhub.services.ontology_import import import_items, items_of, lines_of
+from dhub.services.ontology_table_import import import_table
 
 router = APIRouter(
     prefix="/ontologies/{resource_id}",
@@ -113,6 +115,38 @@ _IMPORT_BODY: dict[str, Any] = {
         },
     }
 }
+_IMPORT_TABLE_BODY = _json_body(
+    {
+        "type": "object",
+        "properties": {
+            "table": {"type": "string", "description": "The id of a table you can read."},
+            "objects": {
+                "type": "object",
+                "description": "One object of the type per row. Properties left out of the "
+                "mapping take the column of the same name; null leaves one out.",
+                "properties": {
+                    "type": {"type": "string"},
+                    "properties": {
+                        "type": "object",
+                        "additionalProperties": {"type": ["string", "null"]},
+                    },
+                },
+                "required": ["type"],
+            },
+            "links": {
+                "type": "object",
+                "description": "One link per row, between the keys in two columns.",
+                "properties": {
+                    "link_type": {"type": "string"},
+                    "from": {"type": "string", "description": "A column's name."},
+                    "to": {"type": "string", "description": "A column's name."},
+                },
+                "required": ["link_type", "from", "to"],
+            },
+        },
+        "required": ["table"],
+    }
+)
 _LIST_PARAMETERS = [
     {
         "name": "type",
@@ -308,6 +342,18 @@ async def import_data(resource_id: str, request: Request, ctx: Ctx) -> Response:
     else:
         items = items_of(await json_body(request))
     return JSON(await import_items(ctx.svc.db, ctx.who, resource_id, items))
+
+
+@router.post(
+    "/import-table",
+    response_model=ImportResult,
+    openapi_extra=_IMPORT_TABLE_BODY,
+    name="import_ontology_data_from_table",
+    summary="Import objects and links from the rows of a table, all or nothing",
+)
+async def import_from_table(resource_id: str, request: Request, ctx: Ctx) -> Response:
+    body = await json_body(request)
+    return JSON(await import_table(ctx.svc.tables, ctx.who, resource_id, body))
 
 
 async def _raw_body(request: Request) -> bytes:
