@@ -102,10 +102,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
         resumed = await runtime.begin(run_service.hub)
         if resumed:
             log.info("resumed %d unfinished run(s)", len(resumed))
-        # What start-up built lives as long as the server: out of the collector's generations,
-        # it is not traversed again by every full collection (a third of the time of many
-        # concurrent runs went to collections before; bench/runs.py).
-        gc.freeze()
+        _freeze_start_up()
         try:
             yield
         finally:
@@ -129,6 +126,14 @@ def _bare_app(lifespan: Any = None, openapi_url: str | None = "/openapi.json") -
         redoc_url=None,
         openapi_url=openapi_url,
     )
+
+
+@functools.cache  # once per process: a process holding many apps (tests) would keep them all
+def _freeze_start_up() -> None:
+    """What start-up built lives as long as the server: out of the collector's generations,
+    it is not traversed again by every full collection (a third of the time of many
+    concurrent runs went to collections before; bench/runs.py)."""
+    gc.freeze()
 
 
 @functools.cache
