@@ -10,9 +10,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dhub.access.principal import Principal
-from dhub.knowledge import registry
 from dhub.knowledge.errors import KnowledgeError
 from dhub.knowledge.tables_tools import agent_tools, tools_for
+from dhub.services import knowledge_kinds as registry
 from dhub.store import resources as repo
 from tests.conftest import ADMIN_TOKEN
 from tests.integration.test_sharing_api import World, ok

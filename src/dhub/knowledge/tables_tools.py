@@ -1,7 +1,7 @@
 """The tools a table gives an agent that lists it (issue 19, docs/tables.md): describe a table,
 query it, read it with SQL. ``agent_tools`` builds them from the stored tables (the model is
-told their names, ids and columns); ``OPERATIONS`` names what performs each call
-(services/table_tools.py, which checks the run's user's access at every call).
+told their names, ids and columns); services/table_tools.py performs each call (checking the
+run's user's access at every call).
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ from dhub.domain.knowledge import KnowledgeTool
 from dhub.domain.resources import TableSpec
 
 if TYPE_CHECKING:
-    from dhub.access.principal import Principal
-    from dhub.knowledge.tools import Operation
-    from dhub.store.db import Database
     from dhub.store.resources import ResourceRecord
 
 MAX_MODEL_ROWS = 200  # rows a tool call gives the model at most (services/table_tools.py)
@@ -159,20 +156,3 @@ def tools_for(items: Sequence[TableInfo], dialect: str | None = None) -> list[Kn
             bound=bound,
         ),
     ]
-
-
-def _performed_by(name: str) -> Operation:
-    async def perform(db: Database, principal: Principal, arguments: dict[str, Any]) -> Any:
-        from dhub.services import table_tools  # services import the knowledge registry
-
-        return await getattr(table_tools, name)(db, principal, arguments)
-
-    perform.__name__ = name
-    return perform
-
-
-OPERATIONS: dict[str, Operation] = {
-    "table.describe": _performed_by("describe"),
-    "table.query": _performed_by("query"),
-    "table.sql": _performed_by("sql"),
-}

@@ -1,6 +1,6 @@
 """Templates as agents use them (issue 19, docs/knowledge.md): the ``template.render``
 operation and the tools an agent that lists templates gets (``agent_tools``), registered as
-the ``template`` kind of knowledge/registry.py.
+the ``template`` kind of services/knowledge_kinds.py.
 
 The operation runs for a run's user (``principal``) and trusts nothing the model sends: the
 template must be one the agent listed (``template_ids``, bound by the runtime) and one the

@@ -2,7 +2,7 @@
 knowledge gives it, and the port that performs their calls.
 
 - ``tools_of``: the tools the knowledge an agent lists gives it (each kind says which:
-  knowledge/registry.py), for what the one reference check let through
+  services/knowledge_kinds.py), for what the one reference check let through
   (services/references.py ``listed_knowledge``).
 - ``KnowledgeCalls``: the runtime's knowledge port for one run. Every call is performed for
   the run's user as they are *now* (groups and markings read again), by an operation that
@@ -18,9 +18,9 @@ from typing import Any
 from dhub.access.tokens import principal_of
 from dhub.domain.knowledge import KnowledgeTool
 from dhub.engine.state import CallKnowledge, Done
-from dhub.knowledge import registry
 from dhub.knowledge.errors import KnowledgeError
 from dhub.runtime.ports import PortError
+from dhub.services import knowledge_kinds as registry
 from dhub.store.db import Database
 from dhub.store.resources import ResourceRecord
 

@@ -18,6 +18,7 @@ from dhub.domain.errors import InvalidInput, NotFound
 from dhub.knowledge.errors import KnowledgeError
 from dhub.knowledge.tables_schema import SqlTable
 from dhub.knowledge.tables_tools import MAX_MODEL_ROWS
+from dhub.knowledge.tools import Operation
 from dhub.services.resources import ResourceService
 from dhub.services.tables import TableService, row_json
 from dhub.store import table_rows
@@ -125,3 +126,10 @@ async def sql(db: Database, principal: Principal, arguments: dict[str, Any]) -> 
         )
     except InvalidInput as exc:
         raise _invalid(exc) from None
+
+
+OPERATIONS: dict[str, Operation] = {
+    "table.describe": describe,
+    "table.query": query,
+    "table.sql": sql,
+}

@@ -7,10 +7,11 @@ from collections.abc import Mapping
 
 from dhub.knowledge import tables_tools, templates
 from dhub.knowledge.tools import KnowledgeKind, Operation
+from dhub.services import table_tools
 from dhub.services.ontology_ops import KIND as ONTOLOGY
 
 KINDS: Mapping[str, KnowledgeKind] = {
-    "table": KnowledgeKind("table", tables_tools.agent_tools, tables_tools.OPERATIONS),
+    "table": KnowledgeKind("table", tables_tools.agent_tools, table_tools.OPERATIONS),
     "template": templates.KIND,
     "ontology": ONTOLOGY,
 }
