@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +18,7 @@ from dhub.domain.merge_patch import merge_patch
 from dhub.engine.validate import collect_errors, validate_agent_document
 from dhub.providers.registry import Providers
 from dhub.services import placement, sharing
+from dhub.services.cursors import decode_cursor, encode_cursor
 from dhub.services.model_checks import effort_errors
 from dhub.services.references import check_agent_references
 from dhub.store import agents as repo
@@ -67,30 +66,6 @@ COPY_LISTS = ("tables", "templates", "ontologies")
 
 def dump_spec(spec: AgentSpec) -> str:
     return spec.model_dump_json()
-
-
-def encode_cursor(last_id: str) -> str:
-    return base64.urlsafe_b64encode(orjson.dumps({"after": last_id})).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> str:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        after = orjson.loads(raw)["after"]
-    except (binascii.Error, ValueError, KeyError, TypeError):
-        after = None
-    if not isinstance(after, str) or "\x00" in after:  # NUL: PostgreSQL cannot compare it
-        raise InvalidInput(
-            [
-                FieldError(
-                    "/query/cursor",
-                    "This cursor is not one the server issued: pass next_cursor from the "
-                    "previous page unchanged, or leave cursor out to start again.",
-                    "invalid_cursor",
-                )
-            ]
-        )
-    return after
 
 
 class AgentService:

@@ -18,7 +18,7 @@ from sqlalchemy import Integer, bindparam, select
 from dhub.access import policy
 from dhub.access.principal import Principal
 from dhub.services import placement
-from dhub.services.agents import decode_cursor, encode_cursor
+from dhub.services.cursors import decode_cursor, encode_cursor
 from dhub.services.resources import ResourceService, ResourceView
 from dhub.store import agents as agent_repo
 from dhub.store import resources as repo

@@ -20,7 +20,6 @@ from dhub.domain.knowledge import KnowledgeTool
 from dhub.engine.state import CallKnowledge, Done
 from dhub.knowledge.errors import KnowledgeError
 from dhub.runtime.ports import PortError
-from dhub.services import knowledge_kinds as registry
 from dhub.store.db import Database
 from dhub.store.resources import ResourceRecord
 
@@ -35,7 +34,7 @@ def tools_of(
     """The tools the listed resources give, kind by kind; ``options``: the agent's."""
     tools: list[KnowledgeTool] = []
     for kind, rows in records.items():
-        provider = registry.KINDS.get(kind)
+        provider = _kinds().KINDS.get(kind)
         if provider is not None and rows:
             tools += provider.agent_tools(rows)
     if (options or {}).get(AUTO_OPTION) == "auto":
@@ -67,7 +66,7 @@ class KnowledgeCalls:
         self.run_id = run_id
 
     async def call(self, request: CallKnowledge) -> Done:
-        perform = registry.operation(request.operation)
+        perform = _kinds().operation(request.operation)
         if perform is None:
             raise PortError(
                 "invalid_agent",
@@ -83,3 +82,11 @@ class KnowledgeCalls:
             error = {"kind": "knowledge", "message": str(exc)}
             return Done(request.command_id, False, error=error)
         return Done(request.command_id, True, value)
+
+
+def _kinds() -> Any:
+    """services/knowledge_kinds.py, imported when first needed: the kinds' operations are
+    services (tables, ontologies) that import the reference check, which imports this."""
+    from dhub.services import knowledge_kinds
+
+    return knowledge_kinds

@@ -32,7 +32,7 @@ from dhub.domain.resources import (
     RoleSpec,
 )
 from dhub.services import placement, sharing, table_schema
-from dhub.services.agents import decode_cursor, encode_cursor
+from dhub.services.cursors import decode_cursor, encode_cursor
 from dhub.services.ontology_schema_changes import ontology_changes
 from dhub.services.references import check_agent_references, check_tool_items
 from dhub.services.resolution import UnresolvableAgent, resolve_agent
