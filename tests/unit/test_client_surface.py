@@ -302,6 +302,9 @@ CLIENT_METHODS = {
     "import_objects": ["ontology", "items"],
     "iter_objects": ["ontology", "type", "filters", "q", "page_size"],
     "iter_ontologies": ["q", "name", "tags", "folder_id", "page_size"],
+    "import_objects_from_table": [
+        "ontology", "table", "type", "properties", "link_type", "from_column", "to_column"
+    ],
     "link_objects": ["ontology", "link_type", "from_key", "to_key"],
     "list_ontologies": ["q", "name", "tags", "folder_id", "limit", "cursor"],
     "resolve_ontology": ["ontology"],
@@ -315,6 +318,7 @@ CLIENT_METHODS = {
     "agent_versions": ["agent"],
     "answer_input": ["run_id", "node_id", "values"],
     "apply_agent": ["doc"],
+    "with_ids": ["doc"],
     "audit": ["actor_id", "target_id", "action", "limit", "cursor"],
     "cancel_run": ["run_id"],
     "close": [],
