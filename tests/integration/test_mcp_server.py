@@ -206,12 +206,14 @@ def test_a_chat_agent_is_a_conversation(world: World, served: str) -> None:
     assert other.is_error and "No conversation with id" in other.content[0].text  # type: ignore[union-attr]
 
 
-def test_without_a_valid_token_it_is_401(served: str) -> None:
+def test_without_a_valid_token_it_is_401_and_only_post_is_served(served: str) -> None:
     hello = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     for headers in ({}, {"Authorization": "Bearer not-a-token"}):
         refused = httpx.post(f"{served}/mcp", json=hello, headers=headers)
         assert refused.status_code == 401
         assert refused.headers["www-authenticate"] == "Bearer"
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    assert httpx.get(f"{served}/mcp", headers=admin).status_code == 405  # stateless: no stream
 
 
 def test_tool_names_are_valid_and_unique() -> None:

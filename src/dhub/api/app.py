@@ -162,7 +162,7 @@ def _shared_routes() -> list[BaseRoute]:
     for router in resources.routers:
         app.include_router(router, prefix="/api/v1")
     app.include_router(ontologies.router, prefix="/api/v1")
-    app.router.routes.append(Route(mcp.PATH, mcp.Endpoint(), methods=["GET", "POST", "DELETE"]))
+    app.router.routes.append(Route(mcp.PATH, mcp.Endpoint(), methods=["POST"]))
     return list(app.router.routes)
 
 

@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 from dhub import __version__
 from dhub.access.principal import Principal
 from dhub.api.deps import Services, check_parameters
+from dhub.domain.bounds import MAX_BODY_BYTES
 from dhub.services.agent_tools import AgentTool, AgentTools, UnknownTool
 
 PATH = "/mcp"
@@ -58,7 +59,9 @@ def session_manager() -> StreamableHTTPSessionManager:
         on_list_tools=_list_tools,
         on_call_tool=_call_tool,
     )
-    return StreamableHTTPSessionManager(server, json_response=True, stateless=True)
+    return StreamableHTTPSessionManager(
+        server, json_response=True, stateless=True, max_request_body_size=MAX_BODY_BYTES
+    )
 
 
 def _caller(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, AgentTools, str]:
