@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, Tool
 
 from dhub.api.app import create_app
-from dhub.services.agent_tools import CHAT_SCHEMA, tool_names
+from dhub.services.agent_tools import CHAT_SCHEMA, input_schema, tool_names
 from dhub.settings import Settings
 from tests.conftest import ADMIN_TOKEN, FIXTURES, load_json
 from tests.e2e.test_serve import free_port
@@ -93,11 +93,13 @@ def tools(url: str, token: str, mode: Mode = "auto") -> dict[str, Tool]:
     return with_mcp(url, token, use, mode)
 
 
-def call(url: str, token: str, name: str, arguments: dict[str, Any]) -> CallToolResult:
+def call(
+    url: str, token: str, name: str, arguments: dict[str, Any], mode: Mode = "auto"
+) -> CallToolResult:
     async def use(client: Client) -> CallToolResult:
         return await client.call_tool(name, arguments)
 
-    return with_mcp(url, token, use)
+    return with_mcp(url, token, use, mode)
 
 
 def refusal(url: str, token: str, name: str) -> str:
@@ -135,8 +137,8 @@ def test_the_tools_are_exactly_the_agents_the_caller_may_run(world: World, serve
     assert tools(served, token, "legacy") == listed  # the same over the 2025 handshake
     assert {"viewed", "unshared", "classified"}.isdisjoint(listed)
     unknown = refusal(served, token, "no-such-agent")
-    for hidden in ("viewed", "unshared", "classified"):
-        assert refusal(served, token, hidden) == unknown  # nothing tells them apart
+    for hidden in ("viewed", "unshared", "classified", secret, mine):
+        assert refusal(served, token, hidden) == unknown  # nothing tells them apart (nor ids)
     assert "classified" in tools(served, world.tokens[bob])  # it exists, for who may see it
 
 
@@ -194,16 +196,25 @@ def test_a_run_waiting_for_a_person_says_where_to_answer(world: World, served: s
 
 
 def test_a_chat_agent_is_a_conversation(world: World, served: str) -> None:
-    world.client.post(f"{API}/agents", json=ECHO).raise_for_status()
+    bob = world.user("bob")
+    agent = world.client.post(f"{API}/agents", json=ECHO).json()["id"]
+    world.client.post(f"{API}/agents/{agent}/grants", json={"principal_id": bob,
+                                                              "scope": "runner"})  # fmt: skip
     tool = tools(served, ADMIN_TOKEN)["echo"]
     assert tool.input_schema == CHAT_SCHEMA
     first = call(served, ADMIN_TOKEN, "echo", {"message": "hello"})
     assert first.structured_content["outputs"] == {"answer": "#1: HELLO"}
     conversation = first.structured_content["conversation_id"]
-    again = call(served, ADMIN_TOKEN, "echo", {"message": "again", "conversation_id": conversation})
+    later = {"message": "again", "conversation_id": conversation}
+    again = call(served, ADMIN_TOKEN, "echo", later, "legacy")  # the 2025 handshake too
     assert again.structured_content["outputs"] == {"answer": "#2: AGAIN"}
-    other = call(served, ADMIN_TOKEN, "echo", {"message": "x", "conversation_id": "conversation.x"})
-    assert other.is_error and "No conversation with id" in other.content[0].text  # type: ignore[union-attr]
+    unknown = call(served, ADMIN_TOKEN, "echo", {"message": "x", "conversation_id": "c.x"})
+    assert unknown.is_error and "No conversation with id 'c.x'" in unknown.content[0].text  # type: ignore[union-attr]
+    others = call(served, world.tokens[bob], "echo", later)  # the admin's: not bob's to see
+    assert others.is_error
+    assert others.content[0].text == f"No conversation with id '{conversation}'."  # type: ignore[union-attr]
+    wrong = call(served, ADMIN_TOKEN, "echo", {"text": "x"})
+    assert wrong.is_error and "Unknown argument 'text'" in wrong.content[0].text  # type: ignore[union-attr]
 
 
 def test_without_a_valid_token_it_is_401_and_only_post_is_served(served: str) -> None:
@@ -225,3 +236,23 @@ def test_tool_names_are_valid_and_unique() -> None:
         "agent.A": "Ticket_triage", "agent.B": "triage__B", "agent.C": "triage__C",
         "agent.D": "n_code", "agent.E": "x" * 128, "agent.F": "agent",
     }  # fmt: skip
+
+
+def test_start_variables_become_a_json_schema() -> None:
+    spec = {"mode": "workflow", "input_mode": "event", "nodes": [
+        {"id": "start", "type": "start", "config": {"variables": [
+            {"name": "n", "type": "number"}, {"name": "flag", "type": "boolean",
+                                             "required": False},
+            {"name": "rows", "type": "array", "description": "the rows", "default": []},
+            {"name": "extra", "type": "object"}]}}]}  # fmt: skip
+    assert input_schema(spec) == {
+        "type": "object",
+        "properties": {
+            "n": {"type": "number"}, "flag": {"type": "boolean"},
+            "rows": {"type": "array", "description": "the rows", "default": []},
+            "extra": {"type": "object"},
+        },
+        "required": ["n", "extra"],
+    }  # fmt: skip
+    react = input_schema({"mode": "react", "input_mode": "event"})
+    assert react["properties"] == {"message": {"type": "string", "description": "What to do."}}
