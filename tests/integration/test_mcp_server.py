@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, Tool
 
 from dhub.api.app import create_app
-from dhub.services.agent_tools import CHAT_SCHEMA, input_schema, tool_names
+from dhub.services.agent_tools import CHAT_SCHEMA
 from dhub.settings import Settings
 from tests.conftest import ADMIN_TOKEN, FIXTURES, load_json
 from tests.e2e.test_serve import free_port
@@ -225,34 +225,3 @@ def test_without_a_valid_token_it_is_401_and_only_post_is_served(served: str) ->
         assert refused.headers["www-authenticate"] == "Bearer"
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     assert httpx.get(f"{served}/mcp", headers=admin).status_code == 405  # stateless: no stream
-
-
-def test_tool_names_are_valid_and_unique() -> None:
-    names = tool_names([
-        ("agent.A", "Ticket triage"), ("agent.B", "triage"), ("agent.C", "triage"),
-        ("agent.D", "ünïcode/ä"), ("agent.E", "x" * 300), ("agent.F", "!!!"),
-    ])  # fmt: skip
-    assert names == {
-        "agent.A": "Ticket_triage", "agent.B": "triage__B", "agent.C": "triage__C",
-        "agent.D": "n_code", "agent.E": "x" * 128, "agent.F": "agent",
-    }  # fmt: skip
-
-
-def test_start_variables_become_a_json_schema() -> None:
-    spec = {"mode": "workflow", "input_mode": "event", "nodes": [
-        {"id": "start", "type": "start", "config": {"variables": [
-            {"name": "n", "type": "number"}, {"name": "flag", "type": "boolean",
-                                             "required": False},
-            {"name": "rows", "type": "array", "description": "the rows", "default": []},
-            {"name": "extra", "type": "object"}]}}]}  # fmt: skip
-    assert input_schema(spec) == {
-        "type": "object",
-        "properties": {
-            "n": {"type": "number"}, "flag": {"type": "boolean"},
-            "rows": {"type": "array", "description": "the rows", "default": []},
-            "extra": {"type": "object"},
-        },
-        "required": ["n", "extra"],
-    }  # fmt: skip
-    react = input_schema({"mode": "react", "input_mode": "event"})
-    assert react["properties"] == {"message": {"type": "string", "description": "What to do."}}

@@ -103,7 +103,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
         if resumed:
             log.info("resumed %d unfinished run(s)", len(resumed))
         _freeze_start_up()
-        app.state.mcp = mcp.session_manager()  # this app's: a manager runs once
+        app.state.mcp = mcp.session_manager(settings.mcp_wait_seconds)  # a manager runs once
         try:
             async with app.state.mcp.run():
                 yield

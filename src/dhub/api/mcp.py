@@ -24,7 +24,7 @@ from dhub import __version__
 from dhub.access.principal import Principal
 from dhub.api.deps import Services, check_parameters
 from dhub.domain.bounds import MAX_BODY_BYTES
-from dhub.services.agent_tools import AgentTool, AgentTools, UnknownTool
+from dhub.services.agent_tools import WAIT_SECONDS, AgentTool, AgentTools, UnknownTool
 
 PATH = "/mcp"
 _CALLER = "dhub.caller"  # the scope key of the authenticated principal
@@ -49,42 +49,50 @@ class Endpoint:
         await manager.handle_request({**scope, _CALLER: who}, receive, send)
 
 
-def session_manager() -> StreamableHTTPSessionManager:
+def session_manager(wait_seconds: float = WAIT_SECONDS) -> StreamableHTTPSessionManager:
     """One app's MCP session manager: stateless (each POST stands alone, so any API process
-    answers it) and answering JSON rather than an event stream (a call answers once)."""
+    answers it) and answering JSON rather than an event stream (a call answers once).
+    ``wait_seconds``: how long a call waits for its run (``DHUB_MCP_WAIT_SECONDS``)."""
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        who, tools, _ = _caller(ctx, wait_seconds)
+        return types.ListToolsResult(tools=[_mcp_tool(t) for t in await tools.list(who)])
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        who, tools, base_url = _caller(ctx, wait_seconds)
+        return await _call(tools, who, params, base_url)
+
     server: Server[Any] = Server(
         "dhub",
         version=__version__,
         instructions=INSTRUCTIONS,
-        on_list_tools=_list_tools,
-        on_call_tool=_call_tool,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
     )
     return StreamableHTTPSessionManager(
         server, json_response=True, stateless=True, max_request_body_size=MAX_BODY_BYTES
     )
 
 
-def _caller(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, AgentTools, str]:
+def _caller(
+    ctx: ServerRequestContext[Any, Any], wait_seconds: float
+) -> tuple[Principal, AgentTools, str]:
     request = ctx.request
     if not isinstance(request, Request) or not isinstance(request.scope.get(_CALLER), Principal):
         # Only Endpoint reaches the manager, and it always sets the caller.
         raise MCPError(types.INTERNAL_ERROR, "The request reached MCP unauthenticated.")
     svc: Services = request.app.state.services
-    tools = AgentTools(svc.agents, svc.runs, svc.conversations)
+    tools = AgentTools(svc.agents, svc.runs, svc.conversations, wait_seconds)
     return request.scope[_CALLER], tools, str(request.base_url).rstrip("/")
 
 
-async def _list_tools(
-    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-) -> types.ListToolsResult:
-    who, tools, _ = _caller(ctx)
-    return types.ListToolsResult(tools=[_mcp_tool(t) for t in await tools.list(who)])
-
-
-async def _call_tool(
-    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+async def _call(
+    tools: AgentTools, who: Principal, params: types.CallToolRequestParams, base_url: str
 ) -> types.CallToolResult:
-    who, tools, base_url = _caller(ctx)
     try:
         done = await tools.call(who, params.name, params.arguments or {}, base_url)
     except UnknownTool as exc:

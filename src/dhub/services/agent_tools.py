@@ -251,8 +251,9 @@ def outcome(run: RunRecord, conversation_id: str | None, base_url: str) -> ToolO
     if run.status in FINISHED:
         error = run.error or {}
         result["error"] = error
-        why = str(error.get("message") or f"the run was {run.status}")
-        return ToolOutcome(f"Run '{run.id}' {run.status}: {why}", result, error=True)
+        why = error.get("message")
+        text = f"Run '{run.id}' {run.status}: {why}" if why else f"Run '{run.id}' was {run.status}."
+        return ToolOutcome(text, result, error=True)
     result["run_url"] = run_url
     if asks_person(run):
         waiting = run.waiting or {}
