@@ -57,14 +57,15 @@ def session_manager(wait_seconds: float = WAIT_SECONDS) -> StreamableHTTPSession
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        who, tools, _ = _caller(ctx, wait_seconds)
-        return types.ListToolsResult(tools=[_mcp_tool(t) for t in await tools.list(who)])
+        who, catalog, _ = _caller(ctx, wait_seconds)
+        listed = await catalog.tools(who)
+        return types.ListToolsResult(tools=[_mcp_tool(t) for t in listed])
 
     async def call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        who, tools, base_url = _caller(ctx, wait_seconds)
-        return await _call(tools, who, params, base_url)
+        who, catalog, base_url = _caller(ctx, wait_seconds)
+        return await _call(catalog, who, params, base_url)
 
     server: Server[Any] = Server(
         "dhub",
@@ -91,10 +92,10 @@ def _caller(
 
 
 async def _call(
-    tools: AgentTools, who: Principal, params: types.CallToolRequestParams, base_url: str
+    catalog: AgentTools, who: Principal, params: types.CallToolRequestParams, base_url: str
 ) -> types.CallToolResult:
     try:
-        done = await tools.call(who, params.name, params.arguments or {}, base_url)
+        done = await catalog.call(who, params.name, params.arguments or {}, base_url)
     except UnknownTool as exc:
         # The same answer for a name no agent has and for an agent the caller may not run.
         raise MCPError(types.INVALID_PARAMS, str(exc)) from None

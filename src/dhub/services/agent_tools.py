@@ -92,14 +92,14 @@ class AgentTools:
         self.conversations = conversations
         self.wait_seconds = wait_seconds
 
-    async def list(self, who: Principal) -> list[AgentTool]:
+    async def tools(self, who: Principal) -> list[AgentTool]:
         """The caller's runnable agents as tools, in the agents' creation order."""
         records = await self.agents.all_runnable(who)
         names = tool_names([(r.id, r.name) for r in records])
         return [_tool(record, names[record.id]) for record in records]
 
     async def find(self, who: Principal, name: str) -> AgentTool:
-        for tool in await self.list(who):
+        for tool in await self.tools(who):
             if tool.name == name:
                 return tool
         raise UnknownTool(name)
@@ -117,13 +117,13 @@ class AgentTools:
                 run, conversation_id = await self._say(who, tool, arguments)
             else:
                 run = await self.runs.start(who, tool.agent_id, {"inputs": arguments})
+            run = await self._settled(who, run.id)
         except InvalidInput as exc:
             messages = [f"{e.loc or '/'}: {e.message}" for e in exc.errors] or [exc.detail]
             errors = [e.as_dict() for e in exc.errors]
             return ToolOutcome("\n".join(messages), {"errors": errors}, error=True)
         except DhubError as exc:
-            return ToolOutcome(exc.detail, {}, error=True)
-        run = await self._settled(who, run.id)
+            return ToolOutcome(exc.detail, {}, error=True)  # e.g. access lost meanwhile
         return outcome(run, conversation_id, base_url)
 
     async def _say(
