@@ -173,6 +173,17 @@ def test_a_tool_runs_its_agent_as_the_caller_and_answers_its_outputs(
     assert "/inputs/ticket: 'ticket' is required (string)." in bad.content[0].text  # type: ignore[union-attr]
 
 
+def test_agents_of_one_name_each_get_their_id(world: World, served: str) -> None:
+    folders = [world.client.post(f"{API}/folders", json={"name": n}).json()["id"]
+               for n in ("one", "two")]  # fmt: skip
+    made = [world.agent("same name", folder_id=f) for f in folders]
+    world.agent("other")
+    listed = tools(served, ADMIN_TOKEN)
+    suffixed = {f"same_name__{a.removeprefix('agent.')}": a for a in made}
+    assert {n: str((listed[n].meta or {})["dhub/agent_id"]) for n in suffixed} == suffixed
+    assert "other" in listed and "same_name" not in listed
+
+
 def test_a_failed_run_is_a_tool_error_with_its_message(world: World, served: str) -> None:
     world.client.post(f"{API}/agents", json=FAILING).raise_for_status()
     done = call(served, ADMIN_TOKEN, "failing", {"word": "many"})
