@@ -33,8 +33,16 @@ class Settings:
     # "embedded": runs execute in the server process. "distributed": runs are queued in
     # PostgreSQL (procrastinate) for worker processes (docs/deploy.md).
     execution: str = "embedded"
+    # How long an MCP tool call waits for its run before answering that it still runs
+    # (docs/mcp.md).
+    mcp_wait_seconds: float = 300.0
 
     def __post_init__(self) -> None:
+        if not 0 < self.mcp_wait_seconds <= 3600:
+            raise ValueError(
+                "DHUB_MCP_WAIT_SECONDS must be a number of seconds above 0 and at most 3600, "
+                f"not {self.mcp_wait_seconds!r}."
+            )
         if self.execution not in EXECUTION_MODES:
             raise ValueError(
                 f"DHUB_EXECUTION must be one of {', '.join(EXECUTION_MODES)}, not "
@@ -71,6 +79,7 @@ class Settings:
             default_max_input_tokens=int(os.environ.get("DHUB_DEFAULT_MAX_INPUT_TOKENS") or 32_000),
             execution=os.environ.get("DHUB_EXECUTION") or "embedded",
             demo_model=switch("DHUB_DEMO_MODEL", default=bool(examples)),
+            mcp_wait_seconds=float(os.environ.get("DHUB_MCP_WAIT_SECONDS") or 300),
         )
 
 

@@ -62,6 +62,7 @@ SAYS = {
     ],
     "docs/workflows.md": ['"total": 14'],
     "docs/api.md": ['"label": "billing"', '"summarizer-copy"'],
+    "docs/mcp.md": ['"outputs":{"category":"bug","summary":"bug from anonymous"}'],
 }
 # Error statuses the text shows on purpose, by file: {status: how many times}.
 HTTP_ERRORS_SHOWN = {"README.md": {422: 1}}

@@ -13,13 +13,13 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
 
 from dhub import __version__
 from dhub.access.bootstrap import ADMIN_ID, ensure_admin
 from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
-from dhub.api import apidocs, console, errors, yaml_io
+from dhub.api import apidocs, console, errors, mcp, yaml_io
 from dhub.api.deps import Services
 from dhub.api.routers import (
     agents,
@@ -103,8 +103,10 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
         if resumed:
             log.info("resumed %d unfinished run(s)", len(resumed))
         _freeze_start_up()
+        app.state.mcp = mcp.session_manager(settings.mcp_wait_seconds)  # a manager runs once
         try:
-            yield
+            async with app.state.mcp.run():
+                yield
         finally:
             await runtime.close()
 
@@ -160,6 +162,7 @@ def _shared_routes() -> list[BaseRoute]:
     for router in resources.routers:
         app.include_router(router, prefix="/api/v1")
     app.include_router(ontologies.router, prefix="/api/v1")
+    app.router.routes.append(Route(mcp.PATH, mcp.Endpoint(), methods=["POST"]))
     return list(app.router.routes)
 
 

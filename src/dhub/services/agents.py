@@ -59,6 +59,7 @@ class CopyOf:
 
 
 COPY_FIELDS = ("name", "folder_id")
+_ALL_PAGE = 500  # agents read at once by ``all_runnable``
 # A copy may list other knowledge than its source (a built-in that works on a table is copied
 # with the caller's table): lists of ids, checked for the caller like any create's.
 COPY_LISTS = ("tables", "templates", "ontologies")
@@ -407,6 +408,35 @@ class AgentService:
                 reach = await self._reach.get(conn, visible.principals, held, visible.builtins)
                 return reach.ids, []
             return None, await shares.marked_beyond(conn, held)
+
+    async def all_runnable(self, principal: Principal) -> list[repo.AgentRecord]:
+        """Every agent the caller may run, in creation order: what its list shows (the SQL
+        filter of ``page``), less what it may only read (a ``viewer`` grant). Each is checked
+        again here, markings included, as ``runnable`` would check it."""
+        visible = policy.visible_agents(principal)
+        held = visible.held_markings or ()
+        found: list[repo.AgentRecord] = []
+        after: str | None = None
+        while True:
+            async with self.db.read(snapshot=visible.restricted) as conn:
+                reach = None
+                if visible.restricted:
+                    reach = await self._reach.get(conn, visible.principals, held, visible.builtins)
+                rows = await repo.list_agents(
+                    conn, repo.AgentFilter(), visible, after, _ALL_PAGE, reach
+                )
+            for row in rows:
+                owner_ids = [o["id"] for o in row.owners]
+                markings = orjson.loads(row.record.markings)
+                builtin = row.record.is_builtin
+                seen = policy.access(
+                    principal, owner_ids, row.grant, markings, row.above, builtin=builtin
+                )
+                if seen is not None and seen.allows("run"):
+                    found.append(row.record)
+            if len(rows) < _ALL_PAGE:
+                return found
+            after = rows[-1].record.id
 
     async def runnable(self, principal: Principal, agent_id: str) -> repo.AgentRecord:
         async with self.db.read() as conn:
