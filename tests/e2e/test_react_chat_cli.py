@@ -14,14 +14,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 
 from dhub.api.app import create_app
 from dhub.client import Client
 from dhub.providers.config import EntryConfig, ProvidersConfig
 from dhub.settings import Settings
 from tests.conftest import ADMIN_TOKEN, FIXTURES, load_json
-from tests.e2e.test_serve import DHUB, free_port
+from tests.e2e.test_serve import DHUB
+from tests.support.served import serving
 
 SUPPORT = load_json(FIXTURES / "valid" / "react_support.json")
 REPLIES: list[Any] = [
@@ -37,20 +37,8 @@ def served(settings: Settings) -> Iterator[str]:
     entry = EntryConfig(type="scripted", replies=REPLIES)
     configured = Settings(**{**vars(settings),
                              "providers": ProvidersConfig(entries={"openai": entry})})  # fmt: skip
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(configured), port=free_port(), log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with serving(create_app(configured)) as url:
+        yield url
 
 
 def dhub(url: str, *args: str) -> list[str]:

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner, Result
 
@@ -28,8 +27,9 @@ from dhub.cli.main import app
 from dhub.client import Client
 from dhub.settings import Settings
 from tests.conftest import ADMIN_TOKEN
-from tests.e2e.test_serve import DHUB, free_port
+from tests.e2e.test_serve import DHUB
 from tests.integration.test_conversations_api import ECHO
+from tests.support.served import serving
 
 # A chat turn that stops at a form before it replies.
 ASKING = {
@@ -230,20 +230,8 @@ class Terminal:
 @pytest.fixture
 def served(settings: Settings) -> Iterator[str]:
     """The app on a real socket (uvicorn in a thread), for a CLI in another process."""
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), port=free_port(), log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with serving(create_app(settings)) as url:
+        yield url
 
 
 def test_at_a_terminal_forms_are_asked_and_ctrl_c_stops_waiting(served: str) -> None:

@@ -5,15 +5,12 @@ as the caller, and the bearer token is required as everywhere in the API."""
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Literal, TypeVar
 
 import httpx
 import httpx2
 import pytest
-import uvicorn
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -23,9 +20,9 @@ from dhub.api.app import create_app
 from dhub.services.agent_tools import CHAT_SCHEMA
 from dhub.settings import Settings
 from tests.conftest import ADMIN_TOKEN, FIXTURES, load_json
-from tests.e2e.test_serve import free_port
 from tests.integration.test_conversations_api import ECHO
 from tests.integration.test_sharing_api import BUILDER, World
+from tests.support.served import serving
 
 API = "/api/v1"
 TRIAGE = load_json(FIXTURES / "valid" / "workflow_triage.json")
@@ -47,20 +44,8 @@ Mode = Literal["auto", "legacy"]
 @pytest.fixture
 def served(settings: Settings) -> Iterator[str]:
     """The app on a real socket (uvicorn in a thread): the SDK's client speaks HTTP to it."""
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), port=free_port(), log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{server.config.port}"
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with serving(create_app(settings)) as url:
+        yield url
 
 
 @pytest.fixture

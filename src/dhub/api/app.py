@@ -130,11 +130,13 @@ def _bare_app(lifespan: Any = None, openapi_url: str | None = "/openapi.json") -
     )
 
 
-@functools.cache  # once per process: a process holding many apps (tests) would keep them all
 def _freeze_start_up() -> None:
     """What start-up built lives as long as the server: out of the collector's generations,
     it is not traversed again by every full collection (a third of the time of many
-    concurrent runs went to collections before; bench/runs.py)."""
+    concurrent runs went to collections before; bench/runs.py). A process that starts many
+    apps (the tests) freezes at each start, so what the earlier ones left is never collected:
+    freezing once per process instead showed a leaked sandbox worker process (ResourceWarning
+    when collected), still to be found, so it stays per start for now."""
     gc.freeze()
 
 
