@@ -222,13 +222,21 @@ def _values(world: World, op: Operation) -> dict[str, str]:
     return {**world.values, "resource_id": resource or "x"}
 
 
-def _refusal_problem(response: RawResponse) -> str | None:
+def _refusal_problem(response: RawResponse, path: str) -> str | None:
     """What is wrong with a 4xx answer's body, if anything: every refusal is our error body,
-    and a 422 lists its problems, each with a pointer and a sentence."""
+    and a 422 lists its problems, each with a pointer and a sentence; under /v1 (the
+    OpenAI-compatible API) it is OpenAI's, and bad input is 400 (docs/openai.md)."""
     try:
         body = orjson.loads(response.body)
     except orjson.JSONDecodeError:
         return f"not JSON: {response.body[:80]!r}"
+    if path.startswith("/v1/"):
+        error = body.get("error") if isinstance(body, dict) else None
+        if not isinstance(error, dict) or not all(
+            isinstance(error.get(k), str) for k in ("message", "type", "code")
+        ):
+            return f"not an OpenAI error body: {body!r:.120}"
+        return "a 422 where OpenAI's clients expect 400" if response.status == 422 else None
     if not isinstance(body, dict) or not isinstance(body.get("detail"), str):
         return f"not an error body: {body!r:.120}"
     if response.status == 422:
@@ -269,7 +277,7 @@ def _judge(world: World, attack: Attack, auth: dict[str, str], who: str, out: Ou
     where = f"{who}: {attack.method} {attack.path[:60]!r} {attack.label}"
     if response.status >= 500 or response.status < 100:
         out.failures.append(f"{where} -> {response.status} {response.body[:200]!r}")
-    elif response.status >= 400 and (problem := _refusal_problem(response)):
+    elif response.status >= 400 and (problem := _refusal_problem(response, attack.path)):
         out.failures.append(f"{where} -> {response.status}: {problem}")
 
 

@@ -29,6 +29,7 @@ from dhub.api.routers import (
     health,
     models,
     ontologies,
+    openai_compat,
     principals,
     resources,
     runs,
@@ -43,6 +44,7 @@ from dhub.services.conversations import ConversationService
 from dhub.services.examples import Makers, load_examples
 from dhub.services.folders import FolderService
 from dhub.services.ontologies import OntologyService
+from dhub.services.openai_compat import OpenAICompatService
 from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
@@ -69,6 +71,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             db, agent_service, runtime.graphs, runtime.executor, runtime.dispatch
         )
         resource_service = ResourceService(db)
+        conversation_service = ConversationService(db, run_service)
         services = Services(
             db=db,
             auth=auth,
@@ -76,7 +79,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             principals=PrincipalService(db, auth),
             runs=run_service,
             tasks=TaskService(db, run_service),
-            conversations=ConversationService(db, run_service),
+            conversations=conversation_service,
             providers=runtime.providers,
             resources=resource_service,
             folders=FolderService(db, resource_service),
@@ -84,6 +87,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             artifacts=ArtifactService(db, run_service),
             tables=TableService(db, resource_service),
             ontologies=OntologyService(db),
+            openai=OpenAICompatService(agent_service, run_service, conversation_service),
         )
         app.state.services = services
         app.state.runtime = runtime
@@ -165,6 +169,7 @@ def _shared_routes() -> list[BaseRoute]:
         app.include_router(router, prefix="/api/v1")
     app.include_router(ontologies.router, prefix="/api/v1")
     app.router.routes.append(Route(mcp.PATH, mcp.Endpoint(), methods=["POST"]))
+    app.include_router(openai_compat.router, prefix="/v1")  # OpenAI's clients (docs/openai.md)
     return list(app.router.routes)
 
 
@@ -198,6 +203,6 @@ def _declare_bearer_auth(schema: dict[str, Any]) -> None:
         }
     }
     for path, operations in schema["paths"].items():
-        if path.startswith("/api/"):
+        if path.startswith(("/api/", "/v1/")):
             for operation in operations.values():
                 operation["security"] = [{"bearer": []}]

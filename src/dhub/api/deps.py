@@ -17,6 +17,7 @@ from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.folders import FolderService
 from dhub.services.ontologies import OntologyService
+from dhub.services.openai_compat import OpenAICompatService
 from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
@@ -41,6 +42,7 @@ class Services:
     artifacts: ArtifactService  # what runs made
     tables: TableService  # tables' rows, imports and queries
     ontologies: OntologyService  # an ontology's objects and links
+    openai: OpenAICompatService  # the OpenAI-compatible API (/v1)
 
 
 async def services(request: Request) -> Services:

@@ -198,8 +198,15 @@ class AgentService:
         return view
 
     async def page(
-        self, principal: Principal, flt: repo.AgentFilter, limit: int, cursor: str | None
+        self,
+        principal: Principal,
+        flt: repo.AgentFilter,
+        limit: int,
+        cursor: str | None,
+        action: policy.Action = "read",
     ) -> Page:
+        """A page of the agents the caller may read; ``action``: only those it may also do
+        that with (such a page may hold fewer than ``limit`` and still have a next one)."""
         after = decode_cursor(cursor) if cursor else None
         visible = policy.visible_agents(principal)
         async with self.db.read(snapshot=visible.restricted) as conn:
@@ -213,6 +220,8 @@ class AgentService:
             owner_ids = [o["id"] for o in row.owners]
             builtin = row.record.is_builtin
             seen = policy.access(principal, owner_ids, row.grant, (), row.above, builtin=builtin)
+            if action != "read" and not (seen and seen.allows(action)):
+                continue
             scope = seen.scope if seen else None
             data.append(AgentView(row.record, row.owners, scope, row.above))
         next_cursor = encode_cursor(found[limit - 1].record.id) if len(found) > limit else None
