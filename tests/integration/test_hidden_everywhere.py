@@ -19,7 +19,7 @@ from tests.integration.test_sharing_api import World, ok, react
 
 API = "/api/v1"
 SECRET = "zq7secret"  # in the hidden things' names, descriptions and tags
-KINDS = ("prompt", "tool", "actor", "role", "template", "ontology")
+KINDS = ("prompt", "tool", "actor", "role", "template", "ontology", "table")
 PLURALS = {"ontology": "ontologies"}
 
 
@@ -32,6 +32,10 @@ def resource_doc(kind: str) -> dict[str, Any]:
         "actor": {"function": {"source": source}},
         "role": {"instructions": SECRET},
         "template": {"body": SECRET},
+        "table": {
+            "name": f"table_{SECRET}",
+            "columns": [{"name": "ref", "type": "string", "description": SECRET}],
+        },
         "ontology": {
             "object_types": [
                 {
