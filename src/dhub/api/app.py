@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
 import logging
@@ -27,6 +28,7 @@ from dhub.api.routers import (
     examples,
     folders,
     health,
+    mcp_servers,
     models,
     ontologies,
     openai_compat,
@@ -43,12 +45,13 @@ from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.examples import Makers, load_examples
 from dhub.services.folders import FolderService
+from dhub.services.mcp_servers import McpServerService
 from dhub.services.ontologies import OntologyService
 from dhub.services.openai_compat import OpenAICompatService
 from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
-from dhub.services.runtime import WorkerOptions, open_runtime
+from dhub.services.runtime import WorkerOptions, open_runtime, stop_watch
 from dhub.services.tables import TableService
 from dhub.services.templates import ArtifactService, TemplateService
 from dhub.settings import Settings
@@ -88,6 +91,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             tables=TableService(db, resource_service),
             ontologies=OntologyService(db),
             openai=OpenAICompatService(agent_service, run_service, conversation_service),
+            mcp_servers=McpServerService(db, runtime.mcp),
         )
         app.state.services = services
         app.state.runtime = runtime
@@ -108,11 +112,17 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             log.info("resumed %d unfinished run(s)", len(resumed))
         _freeze_start_up()
         app.state.mcp = mcp.session_manager(settings.mcp_wait_seconds)  # a manager runs once
+        watch: asyncio.Task[None] | None = None
         try:
             async with app.state.mcp.run():
-                yield
+                try:
+                    yield
+                finally:
+                    watch = stop_watch()
         finally:
             await runtime.close()
+            if watch is not None:
+                watch.cancel()
 
     app = _bare_app(lifespan)
     errors.install(app)
@@ -165,6 +175,7 @@ def _shared_routes() -> list[BaseRoute]:
     apidocs.install(app)
     app.include_router(folders.router, prefix="/api/v1")  # before /folders/{id}
     app.include_router(tables.router, prefix="/api/v1")  # before /tables/{id}
+    app.include_router(mcp_servers.router, prefix="/api/v1")  # before /mcp-servers/{id}
     for router in resources.routers:
         app.include_router(router, prefix="/api/v1")
     app.include_router(ontologies.router, prefix="/api/v1")

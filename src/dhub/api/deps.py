@@ -16,6 +16,7 @@ from dhub.providers.registry import Providers
 from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.folders import FolderService
+from dhub.services.mcp_servers import McpServerService
 from dhub.services.ontologies import OntologyService
 from dhub.services.openai_compat import OpenAICompatService
 from dhub.services.principals import PrincipalService
@@ -43,6 +44,7 @@ class Services:
     tables: TableService  # tables' rows, imports and queries
     ontologies: OntologyService  # an ontology's objects and links
     openai: OpenAICompatService  # the OpenAI-compatible API (/v1)
+    mcp_servers: McpServerService  # what MCP servers offer (their tools)
 
 
 async def services(request: Request) -> Services:

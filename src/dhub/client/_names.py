@@ -22,7 +22,7 @@ __all__ = ["CATEGORIES", "fill_placeholders", "placeholders"]  # and what is def
 _ULID = "[0-9abcdefghjkmnpqrstvwxyz]{26}"
 
 
-_PLURALS = {"ontology": "ontologies"}
+_PLURALS = {"ontology": "ontologies", "mcp_server": "mcp-servers"}
 # The built-in agents' ids (dhub.services.builtins: ``agent.builtin-<file name>``).
 _BUILTIN = "builtin-[a-z0-9][a-z0-9-]*"
 

@@ -61,3 +61,9 @@ class Conflict(DhubError):
 
 class TooLarge(DhubError):
     status_code = 413
+
+
+class BadGateway(DhubError):
+    """Something dhub talks to for the caller (an MCP server) could not answer."""
+
+    status_code = 502

@@ -31,13 +31,24 @@ from dhub.domain.base import JsonObject, PositiveInt, SpecModel
 from dhub.domain.documents import DocumentFormat, TemplateVariable
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig, FunctionSpec, ToolItem
 from dhub.domain.knowledge import KnowledgeTool
+from dhub.domain.mcp import McpServerBody
 from dhub.knowledge.ontology_schema import OntologyBody
 
 Category = Literal[
-    "prompt", "tool", "actor", "role", "folder", "collection", "template", "table", "ontology"
+    "prompt",
+    "tool",
+    "actor",
+    "role",
+    "folder",
+    "collection",
+    "template",
+    "table",
+    "ontology",
+    "mcp_server",
 ]
 CATEGORIES: tuple[Category, ...] = (
     "prompt", "tool", "actor", "role", "folder", "collection", "template", "table", "ontology",
+    "mcp_server",
 )  # fmt: skip
 # The kinds that hold other resources (DESIGN.md 2.2).
 CONTAINERS = frozenset({"folder", "collection"})
@@ -65,9 +76,10 @@ REFERENCE_USE: dict[str, str] = {
     "table": "read",
     "template": "read",
     "ontology": "read",
+    "mcp_server": "run",  # its tools are called on the caller's behalf
 }
 # Where each kind is listed: /api/v1/<plural>.
-PLURALS = {"ontology": "ontologies"}
+PLURALS = {"ontology": "ontologies", "mcp_server": "mcp-servers"}
 
 
 def plural(kind: str) -> str:
@@ -246,6 +258,13 @@ class OntologySpec(ResourceSpec, OntologyBody):
     category: Literal["ontology"] = Field(default="ontology", description="Resource type tag")
 
 
+class McpServerSpec(ResourceSpec, McpServerBody):
+    """An MCP server whose tools agents may list (domain/mcp.py)."""
+
+    category: Literal["mcp_server"] = Field(default="mcp_server", description="Resource type tag")
+    description: str = ""
+
+
 class InlineRoleConfig(SpecModel):
     """An agent's role written inline (an object in ``agent.roles``), as the runtime reads it."""
 
@@ -334,6 +353,10 @@ class TableResponse(TableSpec, _Served):
     model_config = _RESPONSE_CONFIG
 
 
+class McpServerResponse(McpServerSpec, _Served):
+    model_config = _RESPONSE_CONFIG
+
+
 class OntologyResponse(OntologySpec, _Served):
     model_config = _RESPONSE_CONFIG
 
@@ -356,6 +379,7 @@ KINDS: dict[str, ResourceKind] = {
     "template": ResourceKind("template", "Template", TemplateSpec, TemplateResponse),
     "table": ResourceKind("table", "Table", TableSpec, TableResponse),
     "ontology": ResourceKind("ontology", "Ontology", OntologySpec, OntologyResponse),
+    "mcp_server": ResourceKind("mcp_server", "MCP server", McpServerSpec, McpServerResponse),
 }
 
 

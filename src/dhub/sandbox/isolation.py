@@ -29,10 +29,17 @@ from dhub.sandbox.errors import SandboxUnavailable
 from dhub.sandbox.network import Launched, launch_with_outbound_network
 from dhub.sandbox.seccomp import program
 
-__all__ = ["SCRATCH", "Bubblewrap", "Isolation", "Launched", "SandboxUnavailable", "Unsafe"]
+__all__ = [
+    "ENV_INSIDE", "SCRATCH", "Bubblewrap", "Isolation", "Launched", "Program",
+    "SandboxUnavailable", "Unsafe",
+]  # fmt: skip
 
 CHILD = Path(__file__).with_name("child.py")
 CHILD_INSIDE = "/sandbox/child.py"
+# The launcher of programs that are no function (a stdio MCP server): it sets the limits,
+# drops to the sandbox's user and becomes the program (child_exec.py).
+EXEC = CHILD.with_name("child_exec.py")
+EXEC_INSIDE = "/sandbox/child_exec.py"
 # Loaded by the child program from beside it: the function's process, the supervisor's
 # knowledge relay, and the function's knowledge helper (docs/sandbox.md "Knowledge from code").
 SIBLINGS = ("child_function.py", "child_host.py", "dhub_knowledge.py")
@@ -68,11 +75,13 @@ class Isolation(Protocol):
     def command(
         self, python: str, env: str | None, network: bool, scratch: int = 0,
         seccomp: int | None = None, browser: Browser | None = None,
+        program: Program | None = None,
     ) -> list[str]:  # fmt: skip
         """The argv starting the child program with the interpreter ``python``, in the
         dependency environment ``env`` (a virtual environment made from it), or with no
         site-packages at all when there is none: a function without dependencies sees the
-        standard library only (and, with ``browser``, what a browser tool needs)."""
+        standard library only (and, with ``browser``, what a browser tool needs). With
+        ``program``, the exec launcher (child_exec.py) that becomes that program instead."""
         ...
 
     @property
@@ -82,16 +91,28 @@ class Isolation(Protocol):
 
     async def launch(
         self, python: str, venv: str | None, network: bool, scratch: int,
-        browser: Browser | None = None, **options: Any,
+        browser: Browser | None = None, program: Program | None = None, **options: Any,
     ) -> Launched:  # fmt: skip
-        """Start the child program in the dependency environment ``venv``, with ``scratch``
-        bytes for its writable places (``options`` go to the subprocess: pipes, limits, its
-        environment variables)."""
+        """Start the child program (or ``program``) in the dependency environment ``venv``,
+        with ``scratch`` bytes for its writable places (``options`` go to the subprocess:
+        pipes, limits, its environment variables)."""
         ...
 
     async def check(self) -> None:
         """Raise SandboxUnavailable when this isolation cannot start here."""
         ...
+
+
+@dataclass(frozen=True)
+class Program:
+    """A program to run in the sandbox instead of a function's child program. Its setup (argv,
+    environment, limits, user) is read by the launcher from ``setup_fd``, a pipe: secrets in
+    its environment never appear on a command line another process could read. ``files``:
+    ``(host path, path inside)`` read-only binds (bubblewrap; the unsafe mode uses the host's
+    paths, so setups name ``inside`` paths only under bubblewrap)."""
+
+    setup_fd: int
+    files: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -105,12 +126,12 @@ class Bubblewrap:
 
     async def launch(
         self, python: str, venv: str | None, network: bool, scratch: int,
-        browser: Browser | None = None, **options: Any,
+        browser: Browser | None = None, program: Program | None = None, **options: Any,
     ) -> Launched:  # fmt: skip
         # Its own descriptor: bubblewrap reads it from the current offset.
         seccomp = _filter(browser is not None)
         try:
-            argv = self.command(python, venv, network, scratch, seccomp, browser)
+            argv = self.command(python, venv, network, scratch, seccomp, browser, program)
             options["pass_fds"] = (*options.get("pass_fds", ()), seccomp)
             if network:  # a namespace of its own still, connected to the outside only
                 return await launch_with_outbound_network(argv, **options)
@@ -121,6 +142,7 @@ class Bubblewrap:
     def command(
         self, python: str, env: str | None, network: bool, scratch: int = 0,
         seccomp: int | None = None, browser: Browser | None = None,
+        program: Program | None = None,
     ) -> list[str]:  # fmt: skip
         args = [self.bwrap, "--die-with-parent", "--new-session", "--as-pid-1"]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
@@ -154,12 +176,18 @@ class Bubblewrap:
             args += ["--ro-bind", env, ENV_INSIDE]
         if browser is not None:
             args += browser.binds()
+        if program is not None:
+            args += ["--ro-bind", str(EXEC), EXEC_INSIDE]
+            for host, inside in program.files:
+                args += ["--ro-bind", host, inside]
         # Nothing else is writable: the new root and /dev are tmpfs, unsized, and made
         # read-only once everything is in place (device nodes stay usable).
         args += ["--remount-ro", "/dev", "--remount-ro", "/"]
         args += ["--chdir", "/work", "--clearenv"]
-        for key, value in _ENVIRONMENT.items():
+        for key, value in ENVIRONMENT.items():
             args += ["--setenv", key, value]
+        if program is not None:  # the launcher needs the standard library only
+            return [*args, python, "-I", "-S", EXEC_INSIDE, str(program.setup_fd)]
         interpreter = f"{ENV_INSIDE}/bin/python" if env else python
         return [*args, interpreter, *_python_flags(env is not None), CHILD_INSIDE]
 
@@ -205,15 +233,18 @@ class Unsafe:
 
     async def launch(
         self, python: str, venv: str | None, network: bool, scratch: int,
-        browser: Browser | None = None, **options: Any,
+        browser: Browser | None = None, program: Program | None = None, **options: Any,
     ) -> Launched:  # fmt: skip
-        argv = self.command(python, venv, network, scratch)
+        argv = self.command(python, venv, network, scratch, program=program)
         return Launched(await asyncio.create_subprocess_exec(*argv, **options))
 
     def command(
         self, python: str, env: str | None, network: bool, scratch: int = 0,
         seccomp: int | None = None, browser: Browser | None = None,
+        program: Program | None = None,
     ) -> list[str]:  # fmt: skip
+        if program is not None:
+            return [python, "-I", "-S", str(EXEC), str(program.setup_fd)]
         interpreter = f"{env}/bin/python" if env else python
         return [interpreter, *_python_flags(env is not None), str(CHILD)]
 
@@ -221,7 +252,7 @@ class Unsafe:
         return None
 
 
-_ENVIRONMENT = {
+ENVIRONMENT = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/work",
     "TMPDIR": "/tmp",

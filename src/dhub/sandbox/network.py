@@ -79,10 +79,15 @@ async def launch_with_outbound_network(argv: list[str], **options: Any) -> Launc
     try:
         helper, exit_w = await _attach(slirp, info_r)
         os.write(block_w, b"1")
-    except BaseException:
+    except BaseException:  # cancelled (a shutdown), or the network could not be set up
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
-        await proc.wait()
+        # Not proc.wait(): it also waits for the pipes to close, and the sandbox's first
+        # process can outlive bubblewrap (killed before it set the child's death signal):
+        # holding the pipes, it would keep the wait, and the shutdown, from ever ending.
+        # Closing our ends ends it: its supervisor stops when its input closes.
+        await reaped(proc, SETUP_SECONDS)
+        close_pipes(proc)
         raise
     finally:
         os.close(info_r)
@@ -117,6 +122,24 @@ async def _attach(slirp: str, info_r: int) -> tuple[asyncio.subprocess.Process, 
         os.close(exit_w)
         raise SandboxUnavailable("slirp4netns could not set up the sandbox's network")
     return helper, exit_w
+
+
+async def reaped(proc: asyncio.subprocess.Process, seconds: float) -> int | None:
+    """The process's exit code once it has ended, or None after ``seconds``: unlike
+    ``proc.wait()``, whatever still holds its pipes."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    # Polled: asyncio offers no wait for the exit alone (the SDK's stdio client does the same).
+    while proc.returncode is None and asyncio.get_running_loop().time() < deadline:  # noqa: ASYNC110
+        await asyncio.sleep(0.01)
+    return proc.returncode
+
+
+def close_pipes(proc: asyncio.subprocess.Process) -> None:
+    """Close the process's transport, and with it its pipes (asyncio keeps a pipe open until
+    its reader sees the end of it, which a stray holder of the other end can put off)."""
+    transport = getattr(proc, "_transport", None)  # no public handle on it
+    if transport is not None:
+        transport.close()
 
 
 def _read_all_json(fd: int) -> dict[str, Any] | None:

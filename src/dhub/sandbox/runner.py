@@ -154,7 +154,7 @@ class SandboxRunner:
         return result
 
     async def _run(self, call: FunctionCall, key: Any, seconds: float) -> FunctionResult:
-        unavailable = await self._unavailable()
+        unavailable = await self.unavailable()
         if unavailable:
             return FunctionResult("sandbox", message=unavailable)
         browser = find_browser(self.settings.chromium) if call.browser else None
@@ -181,7 +181,7 @@ class SandboxRunner:
             for attempt in range(_NETWORK_STARTS if call.network else 1):
                 if attempt:
                     await asyncio.sleep(_NETWORK_PAUSE * 2 ** (attempt - 1))
-                worker, result = await Worker.start(launch, {**setup, "uid": self._uid()}, limits)
+                worker, result = await Worker.start(launch, {**setup, "uid": self.uid()}, limits)
                 if worker is not None or result.kind != "sandbox":
                     break
             return worker, result
@@ -191,7 +191,7 @@ class SandboxRunner:
                 key, start, call.inputs, seconds, self.settings.warm, call.host
             )
 
-    async def _unavailable(self) -> str | None:
+    async def unavailable(self) -> str | None:
         """Why user code cannot run here, checked once per runner."""
         if self._checked is None:
             self._checked = asyncio.ensure_future(self._check())
@@ -204,7 +204,7 @@ class SandboxRunner:
             return str(exc)
         return None
 
-    def _uid(self) -> int | None:
+    def uid(self) -> int | None:
         if self.isolation.name != "bubblewrap" or os.geteuid() != 0:
             return None
         return next(self._uids)

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from dhub.sandbox import browser
 from dhub.sandbox.errors import HostRefused, SandboxUnavailable
-from dhub.sandbox.network import Launched
+from dhub.sandbox.network import Launched, close_pipes, reaped
 
 Launch = Callable[..., Awaitable[Launched]]  # subprocess options -> a started sandbox
 # Performs a function's knowledge call (name, arguments) for the call's run and answers it
@@ -236,8 +236,12 @@ class Worker:
     async def _died(self, mark: int) -> FunctionResult:
         """The sandbox ended without answering (its supervisor died, or never started): say
         how."""
-        code = await self._proc.wait()
+        # Bounded: something of the sandbox that outlived bubblewrap may hold its pipes.
+        code = await reaped(self._proc, _STOP_SECONDS)
         await asyncio.wait({self._drain}, timeout=1)
+        if code is None:
+            await self.stop()
+            code = self._proc.returncode if self._proc.returncode is not None else -9
         self._usable = False
         stderr = self._err(mark)
         died_of = _signal_of(code)
@@ -273,7 +277,7 @@ class Worker:
                 await asyncio.wait_for(ending, _STOP_SECONDS)
         finally:
             self._drain.cancel()
-            _close_pipes(self._proc)
+            close_pipes(self._proc)
             await self._launched.end()
 
     async def _read_stderr(self) -> None:
@@ -338,14 +342,6 @@ def _refused(message: str) -> dict[str, Any]:
 # The sandbox's own environment is set inside it (--clearenv); this is what bubblewrap itself
 # runs with, so no secret of the server's reaches even the launcher.
 _START_ENVIRONMENT = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8"}
-
-
-def _close_pipes(proc: asyncio.subprocess.Process) -> None:
-    """Close the process's transport, and with it its pipes (asyncio keeps a pipe open until
-    its reader sees the end of it, which a stray holder of the other end can put off)."""
-    transport = getattr(proc, "_transport", None)  # no public handle on it
-    if transport is not None:
-        transport.close()
 
 
 async def _discard(stream: asyncio.StreamReader | None) -> None:

@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dhub.access.tokens import principal_of
 from dhub.domain.knowledge import KnowledgeTool
+from dhub.domain.mcp import OPERATION as MCP_CALL
 from dhub.engine.state import CallKnowledge, Done
 from dhub.knowledge.errors import KnowledgeError
 from dhub.runtime.ports import PortError
 from dhub.store.db import Database
 from dhub.store.resources import ResourceRecord
+
+if TYPE_CHECKING:
+    from dhub.services.mcp_client import McpClients
 
 # The agent option by which its owner lets its ontology tools change objects without a
 # person's confirmation: ``options: {ontology_confirmation: auto}`` (default "confirm").
@@ -60,12 +64,21 @@ def collisions(tools: Sequence[KnowledgeTool], taken: Sequence[str]) -> list[str
 class KnowledgeCalls:
     """The knowledge port of one run (runtime/ports.py ``KnowledgePort``)."""
 
-    def __init__(self, db: Database, user_id: str, run_id: str) -> None:
+    def __init__(
+        self, db: Database, user_id: str, run_id: str, mcp: McpClients | None = None
+    ) -> None:
         self.db = db
         self.user_id = user_id
         self.run_id = run_id
+        self.mcp = mcp
 
     async def call(self, request: CallKnowledge) -> Done:
+        if request.operation == MCP_CALL and self.mcp is not None:
+            # An MCP server's tool (domain/mcp.py): its arguments are the tool's own, whole.
+            async with self.db.read() as conn:
+                principal = await principal_of(conn, self.user_id)
+            done: Done = await _mcp().perform(self.db, self.mcp, principal, request)
+            return done
         perform = _kinds().operation(request.operation)
         if perform is None:
             raise PortError(
@@ -82,6 +95,13 @@ class KnowledgeCalls:
             error = {"kind": "knowledge", "message": str(exc)}
             return Done(request.command_id, False, error=error)
         return Done(request.command_id, True, value)
+
+
+def _mcp() -> Any:
+    """services/mcp_servers.py, imported when first needed (it imports the reference check)."""
+    from dhub.services import mcp_servers
+
+    return mcp_servers
 
 
 def _kinds() -> Any:

@@ -33,6 +33,7 @@ from dhub.domain.functions import (
     AgentResourceRef,
 )
 from dhub.domain.knowledge import KNOWLEDGE_FIELDS, KnowledgeTool
+from dhub.domain.mcp import McpToolsUse, is_mcp_id
 from dhub.domain.nodes import ActorCallWorkflowNode, TemplateWorkflowNode, ToolCallWorkflowNode
 from dhub.domain.pointers import from_validation_error, join
 from dhub.domain.resources import (
@@ -51,7 +52,9 @@ from dhub.store import resources as repo
 from dhub.store.db import Conn
 
 Loc = tuple[str | int, ...]
-_KINDS = ("agent", "prompt", "tool", "actor", "role", "table", "template", "ontology")
+_KINDS = (
+    "agent", "prompt", "tool", "actor", "role", "table", "template", "ontology", "mcp_server",
+)  # fmt: skip
 # A stored id: ``<category>.<ulid>`` (lowercase); anything else with a kind's prefix names
 # nothing, and is never sent to the database (PostgreSQL text cannot hold NUL, for one).
 STORED_ID = re.compile(rf"(?:{'|'.join(_KINDS)})\.[0-9A-Za-z_-]{{1,56}}")
@@ -110,6 +113,8 @@ def _item_ref(
     what = allowed[0]
     if isinstance(item, str) and item in knowledge:
         return None
+    if isinstance(item, dict) and "mcp_server" in allowed and is_mcp_id(item.get("id")):
+        return _mcp_use(item, at, built_ins, errors)
     if isinstance(item, AgentResourceRef):
         value, loc = item.id, (*at, "id")
     elif isinstance(item, str):
@@ -122,6 +127,8 @@ def _item_ref(
     else:
         return None
     kind = kind_of(value)
+    if kind == "mcp_server" and kind in allowed and not built_ins:
+        errors.append(FieldError(join(*at), _one_tool(value), "one_tool"))
     if kind in allowed:
         return _Ref(loc, value, allowed)
     if kind is not None:
@@ -144,6 +151,36 @@ def _item_ref(
     return None
 
 
+def _mcp_use(
+    item: dict[str, Any], at: Loc, in_agent: bool, errors: list[FieldError]
+) -> _Ref | None:
+    """The object form of an MCP server: ``{id, tools, prefix}`` in an agent's tools, ``{id,
+    tools: [one]}`` in a tool_call node (``in_agent`` False)."""
+    try:
+        use = McpToolsUse.model_validate(item)
+    except ValidationError as exc:
+        for err in from_validation_error(exc, item):
+            message = err.message
+            if err.code == "extra_forbidden":
+                message = (
+                    "An MCP server here takes 'id', 'name', 'tools' (the ones to give; all "
+                    "when absent) and 'prefix' (put before their names): remove this field."
+                )
+            errors.append(FieldError(join(*at) + err.loc, message, err.code))
+        return None
+    if not in_agent and (use.tools is None or len(use.tools) != 1):
+        errors.append(FieldError(join(*at, "tools"), _one_tool(use.id), "one_tool"))
+    return _Ref((*at, "id"), use.id, ("mcp_server",))
+
+
+def _one_tool(server_id: str) -> str:
+    return (
+        "A tool_call node calls one tool of an MCP server: name it, e.g. {'id': "
+        f"'{server_id}', 'tools': ['search']}} (GET /api/v1/mcp-servers/{{id}}/tools lists "
+        "them)."
+    )
+
+
 def _node_refs(
     spec: AgentSpec, errors: list[FieldError], knowledge: Collection[str] = ()
 ) -> Iterator[_Ref]:
@@ -152,13 +189,14 @@ def _node_refs(
     the stored templates its template nodes render."""
     for i, node in enumerate(spec.nodes):
         item: Any
+        allowed: tuple[str, ...]
         if isinstance(node, TemplateWorkflowNode):
             if is_template_id(node.config.template):
                 at: Loc = ("nodes", i, "config", "template")
                 yield _Ref(at, node.config.template.strip(), ("template",))
             continue
         if isinstance(node, ToolCallWorkflowNode):
-            item, allowed, field = node.config.tool, ("tool",), "tool"
+            item, allowed, field = node.config.tool, ("tool", "mcp_server"), "tool"
         elif isinstance(node, ActorCallWorkflowNode):
             item, allowed, field = node.config.actor, ("actor",), "actor"
         else:
@@ -238,7 +276,7 @@ def _agent_refs(
         return
     for i, prompt in enumerate(config.prompts):
         yield _Ref(("agent", "prompts", i, "prompt_id"), prompt.prompt_id, ("prompt",))
-    yield from _item_refs(config.tools, ("agent", "tools"), ("tool",), errors)
+    yield from _item_refs(config.tools, ("agent", "tools"), ("tool", "mcp_server"), errors)
     yield from _item_refs(config.actors, ("agent", "actors"), ("actor",), errors)
     yield from _item_refs(config.roles, ("agent", "roles"), ("role", "agent"), errors)
     yield from _inline_roles(config.roles, errors)

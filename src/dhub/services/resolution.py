@@ -9,6 +9,7 @@ agent was saved, and whoever saved it is not who runs it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from dhub.domain.documents import is_template_id
 from dhub.domain.errors import FieldError, InvalidInput
 from dhub.domain.functions import ITEM_TAGS, AgentActorConfig, AgentResourceRef, AgentToolConfig
 from dhub.domain.knowledge import KNOWLEDGE_FIELDS, KnowledgeTool
+from dhub.domain.mcp import McpToolsUse
 from dhub.domain.nodes import (
     ActorCallWorkflowNode,
     ResolvedTemplateConfig,
@@ -42,7 +44,9 @@ from dhub.domain.resources import (
     render_template,
     unreachable,
 )
-from dhub.services.knowledge import tools_of
+from dhub.services import mcp_servers
+from dhub.services.knowledge import collisions, tools_of
+from dhub.services.mcp_client import McpClients
 from dhub.services.references import (
     OVERRIDES,
     UNREACHABLE,
@@ -70,6 +74,7 @@ class _Resolver:
     def __init__(self, reach: Reach) -> None:
         self.reach = reach
         self.errors: list[FieldError] = []
+        self.mcp_uses: list[tuple[Loc, McpToolsUse]] = []  # the MCP servers it lists
 
     async def document(self, at: Loc, ref_id: str, kind: str) -> str | None:
         row = await self.reach.use(ref_id, kind)
@@ -107,9 +112,34 @@ class _Resolver:
             parts.append(render_template(prompt.template, values))
         return "\n\n".join([*parts, instructions]) if parts else instructions
 
-    async def tools(self, at: Loc, items: Sequence[Any]) -> list[AgentToolConfig | str]:
-        found = [await self.tool((*at, i), item) for i, item in enumerate(items)]
-        return [t for t in found if t is not None]
+    async def tools(
+        self, at: Loc, items: Sequence[Any], mcp: bool = False
+    ) -> list[AgentToolConfig | str]:
+        """The tool items as the runtime calls them; ``mcp``: MCP servers may be among them
+        (the agent's own tools), collected in ``mcp_uses`` for ``mcp_tools``."""
+        found: list[AgentToolConfig | str] = []
+        for i, item in enumerate(items):
+            use = mcp_servers.use_of(item)
+            if use is not None:
+                if mcp:
+                    self.mcp_uses.append(((*at, i), use))
+                else:
+                    self.fail((*at, i), _MCP_IN_ROLE, "wrong_kind")
+                continue
+            tool = await self.tool((*at, i), item)
+            if tool is not None:
+                found.append(tool)
+        return found
+
+    async def mcp_targets(self, user_id: str) -> list[mcp_servers.Placed]:
+        """The MCP servers collected so far, through the one reference check."""
+        if not self.mcp_uses:
+            return []
+        placed, errors = await mcp_servers.targets_of(
+            self.reach.conn, self.reach, user_id, self.mcp_uses
+        )
+        self.errors += errors
+        return placed
 
     async def tool(self, at: Loc, item: Any) -> AgentToolConfig | str | None:
         """A tool item as the runtime calls it (None, with an error, when it cannot be)."""
@@ -273,6 +303,10 @@ def _given(override: str | None, stored: str) -> str:
     return stored if override is None else override
 
 
+_MCP_IN_ROLE = (
+    "A role cannot list an MCP server: list it in the agent's own tools (its tools are then "
+    "the agent's), or give the role stored tools."
+)
 _NOT_CALLABLE = (
     "This {what} is a free-form object, which the runtime cannot call: write an inline {what} "
     "(with 'function') or name a stored one."
@@ -280,34 +314,85 @@ _NOT_CALLABLE = (
 
 
 async def resolve_agent(
-    db_or_conn: Database | Conn, spec: AgentSpec, principal: Principal
+    db_or_conn: Database | Conn,
+    spec: AgentSpec,
+    principal: Principal,
+    mcp: McpClients | None = None,
 ) -> ResolvedAgent:
     """The react agent ``spec`` ready to run: its system prompt (the rendered prompts in order,
     each with its bindings over the prompt's defaults, joined with "\\n\\n", then
     "\\n\\n" + instructions; just the instructions without prompts) and its tools, actors and
     roles as inline configs, references resolved to their latest versions (built-in tools stay
-    names) for ``principal``, who runs it. Raises UnresolvableAgent, listing every reference
+    names) for ``principal``, who runs it, and the tools of the MCP servers it lists (from
+    ``mcp``, after the database's part). Raises UnresolvableAgent, listing every reference
     it cannot use."""
     if spec.agent is None:
         raise ValueError("resolve_agent needs a react agent: this one has no 'agent' config")
     if isinstance(db_or_conn, Database):
         async with db_or_conn.read(snapshot=True) as conn:
-            return await _resolve(conn, spec, principal)
-    return await _resolve(db_or_conn, spec, principal)
+            resolved, placed = await _resolve(conn, spec, principal)
+    else:
+        resolved, placed = await _resolve(db_or_conn, spec, principal)
+    if not placed:
+        return resolved
+    found = await _mcp_tools(
+        spec,
+        placed,
+        mcp,
+        [t.name for t in resolved.knowledge]
+        + [t if isinstance(t, str) else t.name for t in (*resolved.tools, *resolved.actors)]
+        + [r.name for r in resolved.roles],
+    )
+    return dataclasses.replace(resolved, knowledge=[*resolved.knowledge, *found])
 
 
-async def _resolve(conn: Conn, spec: AgentSpec, principal: Principal) -> ResolvedAgent:
+async def _mcp_tools(
+    spec: AgentSpec, placed: list[mcp_servers.Placed], mcp: McpClients | None, taken: list[str]
+) -> list[KnowledgeTool]:
+    """The MCP servers' tools, each with a name no other tool of the agent has."""
+    if mcp is None:
+        errors = [FieldError(join(*at), _NO_MCP, "unavailable") for at, _, _ in placed]
+        raise unresolvable(spec, errors)
+    found = await mcp_servers.agent_tools(mcp, placed)
+    errors = found.errors
+    for name in collisions(found.tools, taken):
+        at = next(at for at, use, t in placed if name in _names_of(found.tools, t.server_id))
+        message = (
+            f"An MCP server gives the agent a tool named '{name}', which another of its tools "
+            "has too: give the server a 'prefix' here ({'id': ..., 'prefix': 'gh_'}), or list "
+            "only the tools the agent needs ('tools')."
+        )
+        errors.append(FieldError(join(*at), message, "duplicate_tool"))
+    if errors:
+        raise unresolvable(spec, errors)
+    return found.tools
+
+
+def _names_of(tools: Sequence[KnowledgeTool], server_id: str) -> set[str]:
+    return {t.name for t in tools if mcp_servers.server_of(t) == server_id}
+
+
+_NO_MCP = (
+    "MCP servers' tools need the dhub server's runtime: run the agent there (e.g. `dhub agents "
+    "run`)."
+)
+
+
+async def _resolve(
+    conn: Conn, spec: AgentSpec, principal: Principal
+) -> tuple[ResolvedAgent, list[mcp_servers.Placed]]:
     config = spec.agent
     assert config is not None
     resolver = _Resolver(Reach(conn, principal))
     system_prompt = await resolver.system_prompt(("agent",), config.prompts, config.instructions)
-    tools = await resolver.tools(("agent", "tools"), config.tools)
+    tools = await resolver.tools(("agent", "tools"), config.tools, mcp=True)
     actors = await resolver.actors(("agent", "actors"), config.actors)
     roles = await resolver.roles(("agent", "roles"), config.roles)
     knowledge = await resolver.knowledge(spec)
+    placed = await resolver.mcp_targets(principal.user_id)
     if resolver.errors:
         raise unresolvable(spec, resolver.errors)
-    return ResolvedAgent(system_prompt, tools, actors, roles, knowledge)
+    return ResolvedAgent(system_prompt, tools, actors, roles, knowledge), placed
 
 
 def unresolvable(spec: AgentSpec, errors: list[FieldError]) -> UnresolvableAgent:
@@ -318,7 +403,7 @@ def unresolvable(spec: AgentSpec, errors: list[FieldError]) -> UnresolvableAgent
     )
 
 
-NodeItems = dict[str, AgentToolConfig | AgentActorConfig | ResolvedTemplateConfig]
+NodeItems = dict[str, AgentToolConfig | AgentActorConfig | ResolvedTemplateConfig | str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,28 +416,62 @@ class ResolvedNodes:
 
 
 async def resolve_nodes(
-    db: Database, spec: AgentSpec, principal: Principal
+    db: Database, spec: AgentSpec, principal: Principal, mcp: McpClients | None = None
 ) -> tuple[ResolvedNodes, list[FieldError]]:
     """The stored tools and actors a workflow's tool_call and actor_call nodes name, the
-    stored templates its template nodes render and the knowledge it lists, and an error for
-    each that ``principal`` cannot use (such a node keeps its reference: a run that reaches
-    it fails there, saying so, engine/actions.py)."""
+    stored templates its template nodes render, the MCP servers' tools its nodes call (from
+    ``mcp``, after the database's part) and the knowledge it lists, and an error for each
+    that ``principal`` cannot use (such a node keeps its reference: a run that reaches it
+    fails there, saying so, engine/actions.py)."""
     found: NodeItems = {}
     async with db.read(snapshot=True) as conn:
         resolver = _Resolver(Reach(conn, principal))
         knowledge = await resolver.knowledge(spec)
         names = {k.name for k in knowledge}
+        callers: dict[tuple[str | int, ...], str] = {}  # where each MCP use is -> its node
         for i, node in enumerate(spec.nodes):
             item: AgentToolConfig | AgentActorConfig | ResolvedTemplateConfig | str | None = None
-            if isinstance(node, ToolCallWorkflowNode) and _stored(node.config.tool, names):
-                item = await resolver.tool(("nodes", i, "config", "tool"), node.config.tool)
+            at: Loc = ("nodes", i, "config", "tool")
+            use = (
+                mcp_servers.use_of(node.config.tool)
+                if isinstance(node, ToolCallWorkflowNode)
+                else None
+            )
+            if use is not None:
+                resolver.mcp_uses.append((at, use))
+                callers[at] = node.id
+            elif isinstance(node, ToolCallWorkflowNode) and _stored(node.config.tool, names):
+                item = await resolver.tool(at, node.config.tool)
             elif isinstance(node, ActorCallWorkflowNode) and _stored(node.config.actor, names):
                 item = await resolver.actor(("nodes", i, "config", "actor"), node.config.actor)
             elif isinstance(node, TemplateWorkflowNode) and is_template_id(node.config.template):
                 item = await resolver.template(("nodes", i, "config"), node)
             if isinstance(item, AgentToolConfig | AgentActorConfig | ResolvedTemplateConfig):
                 found[node.id] = item
-    return ResolvedNodes(found, knowledge), resolver.errors
+        placed = await resolver.mcp_targets(principal.user_id)
+    errors = resolver.errors
+    if placed and mcp is None:
+        errors += [FieldError(join(*at), _NO_MCP, "unavailable") for at, _, _ in placed]
+    elif placed and mcp is not None:
+        tools = await mcp_servers.agent_tools(mcp, placed)
+        errors += tools.errors
+        for (at, _, _), tool in zip(placed, mcp_servers.per_use(placed, tools.tools), strict=True):
+            if tool is not None:
+                tool = _unique(tool, names)
+                names.add(tool.name)
+                knowledge.append(tool)
+                found[callers[at]] = tool.name
+    return ResolvedNodes(found, knowledge), errors
+
+
+def _unique(tool: KnowledgeTool, taken: Collection[str]) -> KnowledgeTool:
+    """A node's MCP tool under a name no other tool of the workflow has (its nodes and
+    code call it by that name; two servers may both have a 'search')."""
+    name, n = tool.name, 1
+    while name in taken:
+        n += 1
+        name = f"{tool.name[:60]}_{n}"
+    return dataclasses.replace(tool, name=name) if name != tool.name else tool
 
 
 def with_node_items(spec: AgentSpec, items: NodeItems) -> AgentSpec:
@@ -362,7 +481,8 @@ def with_node_items(spec: AgentSpec, items: NodeItems) -> AgentSpec:
     nodes = []
     for node in spec.nodes:
         item = items.get(node.id)
-        if isinstance(node, ToolCallWorkflowNode) and isinstance(item, AgentToolConfig):
+        if isinstance(node, ToolCallWorkflowNode) and isinstance(item, AgentToolConfig | str):
+            # A string: the name of the knowledge tool it calls (an MCP server's tool).
             node = node.model_copy(update={"config": node.config.model_copy(update={"tool": item})})
         elif isinstance(node, TemplateWorkflowNode) and isinstance(item, ResolvedTemplateConfig):
             node = node.model_copy(update={"config": item})

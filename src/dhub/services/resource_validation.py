@@ -14,6 +14,7 @@ from dhub.domain.agent import SERVER_OWNED_FIELDS
 from dhub.domain.documents import FORMATS, body_problems, variable_problems
 from dhub.domain.errors import FieldError
 from dhub.domain.functions import ITEM_TAGS
+from dhub.domain.mcp import body_problems as mcp_problems
 from dhub.domain.pointers import from_validation_error, join
 from dhub.domain.resources import (
     ResourceKind,
@@ -55,6 +56,8 @@ def collect_resource_errors(
         errors.extend(column_problems(body))
     elif kind.category == "ontology":
         errors.extend(schema_problems(body))
+    elif kind.category == "mcp_server":
+        errors.extend(mcp_problems(body))
     else:
         errors.extend(_role_problems(body))
     return (spec if not errors else None), _dedupe(errors)

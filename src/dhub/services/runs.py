@@ -40,6 +40,7 @@ from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import Answer, Decision
 from dhub.runtime.run_writer import start_state
 from dhub.services.agents import AgentService
+from dhub.services.mcp_client import McpClients
 from dhub.services.model_checks import override_errors
 from dhub.services.resolution import (
     UnresolvableAgent,
@@ -79,9 +80,12 @@ class Graphs:
     (the one reference check), each time a run starts or resumes: a fixed tool or prompt
     applies to the runs that wait, and access lost meanwhile stops them."""
 
-    def __init__(self, db: Database, budget: Budget | None = None) -> None:
+    def __init__(
+        self, db: Database, budget: Budget | None = None, mcp: McpClients | None = None
+    ) -> None:
         self.db = db
         self.budget = budget  # a react agent's input-token budget (compaction): see app.py
+        self.mcp = mcp  # the process's MCP connections: MCP servers' tools (mcp_client.py)
         self._cache: OrderedDict[Hashable, CompiledGraph] = OrderedDict()
         self._specs: OrderedDict[tuple[str, int], AgentSpec] = OrderedDict()
 
@@ -111,7 +115,7 @@ class Graphs:
             _keep(self._specs, key, spec)
         principal = user if isinstance(user, Principal) else await self._principal(user)
         if spec.mode == "workflow":
-            nodes, problems = await resolve_nodes(self.db, spec, principal)
+            nodes, problems = await resolve_nodes(self.db, spec, principal, self.mcp)
             if problems and starting:
                 raise unresolvable(spec, problems)
             known = ResolvedAgent("", knowledge=nodes.knowledge)
@@ -120,7 +124,7 @@ class Graphs:
             )
         resolved: ResolvedAgent | str
         try:
-            resolved = await resolve_agent(self.db, spec, principal)
+            resolved = await resolve_agent(self.db, spec, principal, self.mcp)
         except UnresolvableAgent as exc:
             if starting:
                 raise

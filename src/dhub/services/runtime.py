@@ -10,9 +10,12 @@ providers, compiled graphs, the durable executor and how runs reach it (DESIGN.m
 
 from __future__ import annotations
 
+import asyncio
+import io
 import logging
 import os
 import socket
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -28,11 +31,13 @@ from dhub.runtime.worker import QueueWorker, handoff
 from dhub.sandbox.runner import SandboxRunner, SandboxSettings
 from dhub.services.builtins import install_builtins
 from dhub.services.knowledge import KnowledgeCalls
+from dhub.services.mcp_client import McpClients
 from dhub.services.runs import Graphs
 from dhub.settings import Settings, secure_data_dir
 from dhub.store.db import Database
 
 log = logging.getLogger("dhub.sandbox")
+stop_log = logging.getLogger("dhub.runtime")
 demo_log = logging.getLogger("dhub.providers")
 
 
@@ -59,6 +64,7 @@ class Runtime:
     queue: RunQueue | None = None
     worker: QueueWorker | None = None
     listener: Listener | None = None
+    mcp: McpClients | None = None  # connections to MCP servers (services/mcp_client.py)
 
     async def begin(self, hub: _Hub | None = None) -> list[str]:
         """Start executing: resume (embedded) or take jobs (a distributed worker); with
@@ -75,17 +81,60 @@ class Runtime:
         return []
 
     async def close(self) -> None:
+        """Stop everything, each part within ``STOP_SECONDS``: a part that does not stop in
+        time is left behind, said in the log with what it was waiting on, so a stuck call
+        never keeps the process from ending."""
         if self.worker is not None:
-            await self.worker.stop()  # it closes the executor and the queue
+            await _bounded("the worker", self.worker.stop())  # it closes executor and queue
         else:
-            await self.executor.close()
+            await _bounded("the executor", self.executor.close())
         if self.listener is not None:
-            await self.listener.close()
+            await _bounded("the listener", self.listener.close())
         if self.queue is not None:
-            await self.queue.close()
-        await self.providers.aclose()
-        await self.sandbox.close()
-        await self.db.dispose()
+            await _bounded("the queue", self.queue.close())
+        await _bounded("the model providers", self.providers.aclose())
+        if self.mcp is not None:
+            await _bounded("the MCP connections", self.mcp.close())
+        await _bounded("the sandbox", self.sandbox.close())
+        await _bounded("the database", self.db.dispose())
+
+
+STOP_SECONDS = 30.0
+
+
+async def _bounded(what: str, stopping: Awaitable[None]) -> None:
+    task = asyncio.ensure_future(stopping)
+    done, _ = await asyncio.wait([task], timeout=STOP_SECONDS)
+    if done:
+        task.result()
+        return
+    stop_log.error(
+        "stopping %s took over %g s; left behind. Tasks still pending:\n%s",
+        what, STOP_SECONDS, pending_tasks(),
+    )  # fmt: skip
+
+
+def pending_tasks() -> str:
+    """Where every other task of the loop is waiting: what a stop that hangs waits on."""
+    stacks = []
+    for other in asyncio.all_tasks():
+        if other is not asyncio.current_task():
+            out = io.StringIO()
+            other.print_stack(limit=12, file=out)
+            stacks.append(out.getvalue())
+    return "\n".join(stacks)
+
+
+def stop_watch(seconds: float = STOP_SECONDS) -> asyncio.Task[None]:
+    """Started as a whole stop begins, cancelled when it ends: when it takes over
+    ``seconds``, says in the log what is pending (a part the stop waits on that never ends
+    is otherwise silent)."""
+
+    async def report() -> None:
+        await asyncio.sleep(seconds)
+        stop_log.error("stopping takes over %g s. Tasks pending:\n%s", seconds, pending_tasks())
+
+    return asyncio.ensure_future(report())
 
 
 def _steps(hub: _Hub) -> Handler:
@@ -130,7 +179,8 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
         )
     providers = Providers.from_config(settings.providers)
     _demo(providers, settings)
-    graphs = Graphs(db, providers.budget(settings.default_max_input_tokens))
+    mcp = McpClients(sandbox)
+    graphs = Graphs(db, providers.budget(settings.default_max_input_tokens), mcp)
     queue = RunQueue(settings.database_url) if settings.distributed else None
     role = "worker" if worker is not None and queue is not None else "server"
     executor = RunExecutor(
@@ -142,11 +192,15 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
         owner=f"{role}.{socket.gethostname()}.{os.getpid()}.{new_id('w')[-6:]}",
         lease_seconds=settings.run_lease_seconds,
         handoff=handoff(db, queue) if queue is not None else None,
-        knowledge=lambda user_id, run_id: KnowledgeCalls(db, user_id, run_id),
+        knowledge=lambda user_id, run_id: KnowledgeCalls(db, user_id, run_id, mcp),
     )
     if queue is None:
-        return Runtime(settings, db, sandbox, providers, graphs, executor, InProcess(executor))
-    runtime = Runtime(settings, db, sandbox, providers, graphs, executor, Queued(db, queue), queue)
+        return Runtime(
+            settings, db, sandbox, providers, graphs, executor, InProcess(executor), mcp=mcp
+        )
+    runtime = Runtime(
+        settings, db, sandbox, providers, graphs, executor, Queued(db, queue), queue, mcp=mcp
+    )
     if worker is not None:
         runtime.worker = QueueWorker(
             db, executor, queue, worker.concurrency, worker.queues, worker.grace
