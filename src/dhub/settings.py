@@ -36,6 +36,10 @@ class Settings:
     # How long an MCP tool call waits for its run before answering that it still runs
     # (docs/mcp.md).
     mcp_wait_seconds: float = 300.0
+    # Where MCP servers reached over HTTP may be besides the public internet: host names,
+    # addresses or networks (CIDR) on this server's own networks, or "*" for anywhere
+    # (DHUB_MCP_ALLOWED_HOSTS, comma-separated; docs/mcp.md "Using MCP servers' tools").
+    mcp_allowed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 < self.mcp_wait_seconds <= 3600:
@@ -80,6 +84,11 @@ class Settings:
             execution=os.environ.get("DHUB_EXECUTION") or "embedded",
             demo_model=switch("DHUB_DEMO_MODEL", default=bool(examples)),
             mcp_wait_seconds=float(os.environ.get("DHUB_MCP_WAIT_SECONDS") or 300),
+            mcp_allowed_hosts=tuple(
+                h.strip()
+                for h in os.environ.get("DHUB_MCP_ALLOWED_HOSTS", "").split(",")
+                if h.strip()
+            ),
         )
 
 

@@ -7,6 +7,7 @@ not run a server learns nothing of it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,12 @@ from tests.support.mcp_servers import MCP_REQUIREMENT, STDIO_SOURCE, http_server
 
 API = "/api/v1"
 SERVERS = f"{API}/mcp-servers"
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The test servers are on this machine's loopback: allowed, as an operator would."""
+    return dataclasses.replace(settings, mcp_allowed_hosts=("127.0.0.1",))
 
 
 @pytest.fixture(scope="module")
@@ -213,6 +220,23 @@ def test_an_unreachable_server_is_a_clear_502_and_a_tool_error(settings: Setting
         steps = tool_steps(client, run_id)
     assert done["status"] == "succeeded", done
     assert steps[1][0] == "tool.failed" and "could not be reached" in str(steps[1][2])
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://localhost:{port}/mcp", "http://[::1]:{port}/mcp", "http://10.1.2.3/mcp",
+     "http://169.254.169.254/latest/meta-data", "http://[::ffff:127.0.0.1]:{port}/mcp"],
+)  # fmt: skip
+def test_a_users_server_cannot_reach_this_servers_own_networks(
+    settings: Settings, weather: str, url: str
+) -> None:
+    port = weather.split(":")[2].split("/")[0]
+    unallowed = dataclasses.replace(settings, mcp_allowed_hosts=())
+    with server(unallowed, []) as client:
+        server_id = ok(client.post(SERVERS, json=http_doc(url.format(port=port))), 201)["id"]
+        answer = client.get(f"{SERVERS}/{server_id}/tools")
+    assert answer.status_code == 502
+    assert "DHUB_MCP_ALLOWED_HOSTS" in answer.json()["detail"]
 
 
 @pytest.mark.parametrize("isolation", ["bubblewrap", "unsafe"])

@@ -18,12 +18,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import ipaddress
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -75,8 +77,10 @@ class McpClients:
         idle_seconds: float = 300.0,
         list_seconds: float = 300.0,
         clock: Callable[[], float] = time.monotonic,
+        allowed_hosts: Sequence[str] = (),
     ) -> None:
         self.sandbox = sandbox
+        self.allowed_hosts = tuple(allowed_hosts)
         self.idle_seconds = idle_seconds
         self.list_seconds = list_seconds
         self.clock = clock
@@ -192,7 +196,8 @@ class McpClients:
     def _transport(self, target: Target, connection: _Connection) -> Transport:
         spec = target.spec
         if spec.transport == "streamable_http":
-            return _http(spec.url or "", dict(target.headers), float(spec.timeout))
+            url, headers = spec.url or "", dict(target.headers)
+            return _http(url, headers, float(spec.timeout), self.allowed_hosts)
         if self.sandbox is None:
             raise McpFailure("stdio MCP servers need the sandbox, which this process has not")
         program = ProgramSpec(
@@ -305,6 +310,43 @@ class _Connection:
                 await task
 
 
+async def refused_address(url: str, allowed: Sequence[str]) -> str | None:
+    """Why dhub will not connect to ``url``, if it will not: a user's MCP server must not
+    make this server reach its own networks (its database, a cloud's metadata service, the
+    admin API on loopback) unless the operator allows that host (DHUB_MCP_ALLOWED_HOSTS).
+    Checked as each connection opens; a name that resolves elsewhere later (DNS rebinding)
+    is checked again at the next connection, not between the two."""
+    host = (urlsplit(url).hostname or "").lower()
+    if "*" in allowed or host in {a.lower() for a in allowed}:
+        return None
+    try:
+        addresses = [ipaddress.ip_address(host.strip("[]"))]
+    except ValueError:
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, None)
+        except OSError as exc:
+            return f"its host '{host}' could not be resolved ({exc})"
+        addresses = [ipaddress.ip_address(str(i[4][0]).split("%")[0]) for i in infos]
+    networks = [_network(a) for a in allowed]
+    for address in addresses:
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if address.is_global or any(n is not None and address in n for n in networks):
+            continue
+        return (
+            f"its url's host '{host}' is {address}, an address of this server's own networks: "
+            "dhub connects there only if its operator allows that host (DHUB_MCP_ALLOWED_HOSTS)"
+        )
+    return None
+
+
+def _network(text: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network | None:
+    try:
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError:
+        return None  # a host name: matched by name above
+
+
 def _reason(exc: BaseException) -> str:
     """The innermost useful message of an exception (group)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -319,7 +361,12 @@ def _named(target: Target, what: str) -> str:
 
 
 @asynccontextmanager
-async def _http(url: str, headers: dict[str, str], seconds: float) -> AsyncIterator[Any]:
+async def _http(
+    url: str, headers: dict[str, str], seconds: float, allowed: Sequence[str]
+) -> AsyncIterator[Any]:
+    refused = await refused_address(url, allowed)
+    if refused is not None:
+        raise McpFailure(refused)
     limits = httpx2.Timeout(seconds, connect=10.0)
     async with (
         httpx2.AsyncClient(headers=headers, timeout=limits, follow_redirects=False) as http,

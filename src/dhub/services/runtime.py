@@ -179,7 +179,7 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
         )
     providers = Providers.from_config(settings.providers)
     _demo(providers, settings)
-    mcp = McpClients(sandbox)
+    mcp = McpClients(sandbox, allowed_hosts=settings.mcp_allowed_hosts)
     graphs = Graphs(db, providers.budget(settings.default_max_input_tokens), mcp)
     queue = RunQueue(settings.database_url) if settings.distributed else None
     role = "worker" if worker is not None and queue is not None else "server"
