@@ -75,9 +75,7 @@ class KnowledgeCalls:
     async def call(self, request: CallKnowledge) -> Done:
         if request.operation == MCP_CALL and self.mcp is not None:
             # An MCP server's tool (domain/mcp.py): its arguments are the tool's own, whole.
-            async with self.db.read() as conn:
-                principal = await principal_of(conn, self.user_id)
-            done: Done = await _mcp().perform(self.db, self.mcp, principal, request)
+            done: Done = await _mcp().perform(self.db, self.mcp, self.user_id, request)
             return done
         perform = _kinds().operation(request.operation)
         if perform is None:

@@ -11,6 +11,7 @@ tool's result the model reads; nothing here fails a run.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,10 +48,16 @@ async def target_for(conn: Conn, reach: Reach, server_id: str, user_id: str) -> 
     row = await reach.use(server_id, KIND)
     if not isinstance(row, ResourceRow):
         return None
-    spec = McpServerSpec.model_validate_json(row.record.document)
+    spec = _spec(row.record.id, row.record.version, row.record.document)
     headers = {k: await _value(conn, row, v) for k, v in spec.headers.items()}
     env = {k: await _value(conn, row, v) for k, v in spec.env.items()}
     return Target(row.record.id, row.record.version, spec.name, spec, user_id, headers, env)
+
+
+@functools.lru_cache(maxsize=256)
+def _spec(server_id: str, version: int, document: str) -> McpServerSpec:
+    """A server version's document, parsed once (a version never changes)."""
+    return McpServerSpec.model_validate_json(document)
 
 
 async def _value(conn: Conn, row: ResourceRow, value: str | SecretRef) -> str:
@@ -187,10 +194,9 @@ def per_use(placed: Sequence[Placed], tools: Sequence[KnowledgeTool]) -> list[Kn
 # -- calls --------------------------------------------------------------------------------------
 
 
-async def perform(
-    db: Database, clients: McpClients, principal: Principal, request: CallKnowledge
-) -> Done:
-    """A run's call of an MCP tool, for its user as they are now."""
+async def perform(db: Database, clients: McpClients, user_id: str, request: CallKnowledge) -> Done:
+    """A run's call of an MCP tool, for its user as they are now (read with the server in
+    one transaction, which ends before the call)."""
     parts = split_arguments(request.arguments)
     if parts is None:
         error = {"kind": "invalid_agent", "message": "This MCP tool call names no server."}
@@ -198,7 +204,8 @@ async def perform(
     server_id, tool, arguments = parts
     try:
         async with db.read() as conn:
-            target = await target_for(conn, Reach(conn, principal), server_id, principal.user_id)
+            principal = await principal_of(conn, user_id)
+            target = await target_for(conn, Reach(conn, principal), server_id, user_id)
     except SecretUnavailable as exc:
         return Done(request.command_id, False, error={"kind": "mcp", "message": str(exc)})
     if target is None:
