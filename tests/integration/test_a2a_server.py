@@ -203,6 +203,22 @@ def test_without_a_valid_token_every_route_is_401(world: World, served: str) -> 
             assert refused.headers["www-authenticate"] == "Bearer"
 
 
+def test_a_body_that_is_not_json_rpc_gets_json_rpc_errors(world: World, served: str) -> None:
+    agent = world.client.post(f"{API}/agents", json=ECHO).json()["id"]
+    headers = {"Authorization": f"Bearer {ADMIN_TOKEN}", "A2A-Version": "1.0"}
+
+    def post(body: bytes) -> dict[str, Any]:
+        answer = httpx.post(agent_url(served, agent), content=body, headers=headers)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json()["error"])
+
+    assert post(b"{not json")["code"] == -32700
+    nul = post(b'{"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "a\\u0000"}}')
+    assert nul["code"] == -32600 and "NUL" in nul["message"]
+    unknown = post(b'{"jsonrpc": "2.0", "id": 1, "method": "Nope", "params": {}}')
+    assert unknown["code"] == -32601
+
+
 # --- delegating a task ----------------------------------------------------------------------
 
 
@@ -268,6 +284,7 @@ def test_a_run_waiting_for_a_person_is_input_required(
     run_url = f"{served}{API}/runs/{task.id}"
     said = get_message_text(task.status.message)
     assert f"answer it at POST {run_url}/inputs/approve" in said
+    assert "{" not in said  # the details are the data part
     details = json_format.MessageToDict(task.status.message.parts[1].data)
     assert (details["run_url"], details["answer_url"]) == (run_url, f"{run_url}/inputs/approve")
     answered = world.client.post(details["answer_url"], json={"values": {"escalate": True}})

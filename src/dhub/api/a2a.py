@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from a2a.server import jsonrpc_models as rpc
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
 from a2a.server.request_handlers.request_handler import RequestHandler
@@ -50,7 +51,6 @@ from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     InvalidRequestError,
-    JSONParseError,
     PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
@@ -126,8 +126,9 @@ async def json_rpc(agent_id: str, request: Request, ctx: Ctx) -> Response:
         body = await _body(request)
     except InvalidInput as exc:  # not JSON, or beyond the API's bounds: JSON-RPC's own errors
         unreadable = any(e.code == "json_invalid" for e in exc.errors)
-        kind = JSONParseError if unreadable else InvalidRequestError
-        return JSONResponse(build_error_response(None, kind(exc.detail, _violations(exc))))
+        kind = rpc.JSONParseError if unreadable else rpc.InvalidRequestError
+        refusal = kind(message=exc.detail, data={"errors": [e.as_dict() for e in exc.errors]})
+        return JSONResponse(build_error_response(None, refusal))
     wait = request.app.state.a2a_wait_seconds
     call = Call(ctx.who, agent, tasks, _base(request), wait)
 

@@ -33,7 +33,6 @@ from a2a.utils.errors import InvalidParamsError
 from google.protobuf import json_format, struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from dhub import __version__
 from dhub.runtime.run_writer import chat_reply
 from dhub.services.a2a_tasks import Ask, Delegate
 from dhub.services.agent_tools import asks_person, outcome
@@ -74,7 +73,7 @@ def card(agent: Delegate, base: str) -> AgentCard:
             for version in (PROTOCOL_VERSION_1_0, PROTOCOL_VERSION_0_3)
         ],
         provider=AgentProvider(organization="dhub", url=base),
-        version=f"{agent.version} (dhub {__version__})",
+        version=str(agent.version),  # the agent's version: its card changes with it
         capabilities=AgentCapabilities(streaming=True, push_notifications=False),
         security_schemes={
             "bearer": SecurityScheme(
@@ -152,7 +151,9 @@ def status(run: RunRecord, base: str) -> TaskStatus:
                 context_id=context_of(run),
                 task_id=run.id,
                 role=Role.ROLE_AGENT,
-                parts=[Part(text=said.text), Part(data=_value(said.result))],
+                # MCP's sentence (services/agent_tools.py), less the JSON it appends: here
+                # that is the data part.
+                parts=[Part(text=said.text.split("\n{", 1)[0]), Part(data=_value(said.result))],
             )
         )
     return found
