@@ -21,6 +21,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+import orjson
 from a2a.server import jsonrpc_models as rpc
 from a2a.server.context import ServerCallContext
 from a2a.server.events import Event
@@ -63,10 +64,9 @@ from starlette.types import Message as AsgiMessage
 
 from dhub.access.principal import Principal
 from dhub.api import a2a_shapes as shapes
-from dhub.api.deps import Ctx
+from dhub.api.deps import Ctx, json_body
 from dhub.api.responses import JSON
-from dhub.domain.bounds import MAX_BODY_BYTES, parse_document
-from dhub.domain.errors import DhubError, InvalidInput, TooLarge
+from dhub.domain.errors import DhubError, InvalidInput
 from dhub.services.a2a_tasks import A2ATasks, Delegate, NotCancelable, UnknownTask
 from dhub.store.runs import RunRecord
 
@@ -123,34 +123,31 @@ async def json_rpc(agent_id: str, request: Request, ctx: Ctx) -> Response:
     tasks = _tasks(request)
     agent = await tasks.delegate(ctx.who, agent_id)
     try:
-        body = await _body(request)
-    except InvalidInput as exc:  # not JSON, or beyond the API's bounds: JSON-RPC's own errors
+        # Read as every body of the API is (domain/bounds.py: its size, no NUL character,
+        # its depth), then handed to the SDK as read.
+        body = orjson.dumps(await json_body(request))
+    except InvalidInput as exc:  # not JSON, or beyond the bounds: JSON-RPC's own errors
         unreadable = any(e.code == "json_invalid" for e in exc.errors)
         kind = rpc.JSONParseError if unreadable else rpc.InvalidRequestError
         refusal = kind(message=exc.detail, data={"errors": [e.as_dict() for e in exc.errors]})
         return JSONResponse(build_error_response(None, refusal))
-    wait = request.app.state.a2a_wait_seconds
-    call = Call(ctx.who, agent, tasks, _base(request), wait)
+    call = Call(ctx.who, agent, tasks, _base(request), request.app.state.a2a_wait_seconds)
+    return await _DISPATCHER.handle_requests(_replaying(request, body, call))
 
-    async def replay() -> AsgiMessage:  # the body, read once here, for the SDK to read
+
+def _replaying(request: Request, body: bytes, call: Call) -> StarletteRequest:
+    """The request for the SDK: with the ``Call``, and the body already read here; then the
+    client's own messages (its disconnecting), should anything listen for them."""
+    read = False
+
+    async def receive() -> AsgiMessage:
+        nonlocal read
+        if read:
+            return await request.receive()
+        read = True
         return {"type": "http.request", "body": body, "more_body": False}
 
-    scope = {**request.scope, _CALL: call}
-    return await _DISPATCHER.handle_requests(StarletteRequest(scope, replay))
-
-
-async def _body(request: Request) -> bytes:
-    """The body within the API's bounds (domain/bounds.py): refused while it streams in when
-    too large; a NUL character or a too deeply nested value is refused as everywhere."""
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise TooLarge(f"The request body is over {MAX_BODY_BYTES // (1024 * 1024)} MiB.")
-        chunks.append(chunk)
-    body = b"".join(chunks)
-    parse_document(body)
-    return body
+    return StarletteRequest({**request.scope, _CALL: call}, receive)
 
 
 class _Contexts(DefaultServerCallContextBuilder):
