@@ -232,7 +232,7 @@ def test_a_task_to_a_chat_agent_is_a_turn_of_a_conversation(
     seen, task = send(url, token, text("Hello there"), streaming)
     assert task.status.state == TaskState.TASK_STATE_COMPLETED
     reply = get_artifact_text(task.artifacts[0], "")
-    assert reply.startswith("I am the demo model") or "demo" in reply, reply
+    assert reply.startswith("I am the demo model: this server has no model provider"), reply
     run = world.client.get(f"{API}/runs/{task.id}").json()  # the task is the run
     assert (run["user_id"], run["status"]) == (bob, "succeeded")
     if streaming:  # the task as it started, then its changes, its artifact before it completes
@@ -299,6 +299,19 @@ def test_a_run_waiting_for_a_person_is_input_required(
         raise AssertionError(f"the task did not complete: {found}")
 
     assert outputs(with_a2a(url, ADMIN_TOKEN, done))["category"] == "bug"
+
+
+def test_an_actor_call_to_confirm_is_input_required_too(world: World, served: str) -> None:
+    """The react support agent, on the demo model, asks to confirm the refund it issues."""
+    bob = world.user("bob")
+    agent = world.agent("support", grants={bob: "runner"})
+    _, task = send(agent_url(served, agent), world.tokens[bob], text("Please refund order A-1001"))
+    assert task.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
+    details = json_format.MessageToDict(task.status.message.parts[1].data)
+    assert details["waiting"]["for"] == "confirmation"
+    run_url = f"{served}{API}/runs/{task.id}"
+    assert details["answer_url"] == f"{run_url}/confirmations/{details['waiting']['command_id']}"
+    assert f"answer it at POST {details['answer_url']}" in get_message_text(task.status.message)
 
 
 def test_a_waiting_task_can_be_cancelled_once(world: World, served: str) -> None:
