@@ -20,7 +20,7 @@ from dhub import __version__
 from dhub.access.bootstrap import ADMIN_ID, ensure_admin
 from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
-from dhub.api import apidocs, console, errors, mcp, yaml_io
+from dhub.api import a2a, apidocs, console, errors, mcp, yaml_io
 from dhub.api.deps import Services
 from dhub.api.routers import (
     agents,
@@ -112,6 +112,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             log.info("resumed %d unfinished run(s)", len(resumed))
         _freeze_start_up()
         app.state.mcp = mcp.session_manager(settings.mcp_wait_seconds)  # a manager runs once
+        app.state.a2a_wait_seconds = settings.mcp_wait_seconds  # A2A's message/send waits as long
         watch: asyncio.Task[None] | None = None
         try:
             async with app.state.mcp.run():
@@ -181,6 +182,7 @@ def _shared_routes() -> list[BaseRoute]:
     app.include_router(ontologies.router, prefix="/api/v1")
     app.router.routes.append(Route(mcp.PATH, mcp.Endpoint(), methods=["POST"]))
     app.include_router(openai_compat.router, prefix="/v1")  # OpenAI's clients (docs/openai.md)
+    app.include_router(a2a.router)  # other agent platforms (docs/a2a.md)
     return list(app.router.routes)
 
 
@@ -214,6 +216,6 @@ def _declare_bearer_auth(schema: dict[str, Any]) -> None:
         }
     }
     for path, operations in schema["paths"].items():
-        if path.startswith(("/api/", "/v1/")):
+        if path.startswith(("/api/", "/v1/", "/a2a/")):
             for operation in operations.values():
                 operation["security"] = [{"bearer": []}]
