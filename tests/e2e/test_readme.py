@@ -62,6 +62,8 @@ SAYS = {
     ],
     "docs/workflows.md": ['"total": 14'],
     "docs/api.md": ['"label": "billing"', '"summarizer-copy"'],
+    # the models listed, then the demo model's answer, read through the official client
+    "docs/openai.md": ["'support-assistant'", "Order A-1001: order_id A-1001"],
     "docs/mcp.md": ['"outputs":{"category":"bug","summary":"bug from anonymous"}'],
 }
 # Error statuses the text shows on purpose, by file: {status: how many times}.

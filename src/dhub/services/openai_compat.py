@@ -25,6 +25,8 @@ from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.openai_requests import CONVERSATION_PREFIX, RESPONSE_PREFIX, Ask
 from dhub.services.runs import FINISHED, RunService
+from dhub.store import conversations as chats
+from dhub.store import runs as store
 from dhub.store.agents import AgentFilter, AgentRecord
 from dhub.store.runs import RunRecord
 
@@ -158,20 +160,24 @@ class OpenAICompatService:
             return None
         if not conversation_id.startswith(CONVERSATION_PREFIX):
             raise UnknownConversation(param, given)
-        try:
-            view = await self.conversations.get(who, conversation_id)
-        except NotFound:
-            raise UnknownConversation(param, given) from None
-        if view.record.user_id != who.user_id:  # an admin may read it, not continue it
+        # The conversation's row only, not its messages: ``say`` reads them (and checks it all
+        # again) for the turn; reading them here too cost as much as the rest of the request.
+        async with self.conversations.db.read() as conn:
+            found = await chats.get_conversation(conn, conversation_id)
+        if found is None or found.user_id != who.user_id:  # an admin may read it, not continue it
             raise UnknownConversation(param, given)
-        if view.record.agent_id != agent_id:
+        if found.agent_id != agent_id:
+            try:  # name its agent only to a caller who may still read it (as ``get`` checks)
+                await self.conversations.get(who, conversation_id)
+            except NotFound:
+                raise UnknownConversation(param, given) from None
             message = (
-                f"Conversation '{conversation_id}' is with agent '{view.record.agent_id}', "
+                f"Conversation '{conversation_id}' is with agent '{found.agent_id}', "
                 f"not with the model '{ask.model}': name that agent as the model, or start a "
                 "new conversation."
             )
             raise InvalidInput([FieldError(f"/{param}", message, "conversation_mismatch")])
-        return conversation_id
+        return conversation_id  # with the model's agent, which the caller may run (so read)
 
     async def _of_response(self, who: Principal, response_id: str) -> str:
         run_id = response_id.removeprefix(RESPONSE_PREFIX)
@@ -191,10 +197,15 @@ class OpenAICompatService:
         async for event in self.runs.follow(run_id, 0):
             if event is not None and event.type == "llm.delta":
                 continue
-            run = await self.runs.get(who, run_id)
-            if run.status in FINISHED or _waits_for_person(run):
-                yield _outcome(run, base)
-                return
+            # The run's row alone after each event (the access check and the policy's reads
+            # cost more than the row): the caller's access is checked again for the outcome.
+            async with self.runs.db.read() as conn:
+                row = await store.get_run(conn, run_id)
+            if row is None or _settled(row):
+                run = await self.runs.get(who, run_id)
+                if _settled(run):
+                    yield _outcome(run, base)
+                    return
             if event is None:
                 yield None
         yield _outcome(await self.runs.get(who, run_id), base)
@@ -204,6 +215,10 @@ class OpenAICompatService:
             if outcome is not None:
                 return outcome
         raise AssertionError("follow ends with an outcome")  # pragma: no cover
+
+
+def _settled(run: RunRecord) -> bool:
+    return run.status in FINISHED or _waits_for_person(run)
 
 
 def _waits_for_person(run: RunRecord) -> bool:
