@@ -107,12 +107,18 @@ def test_add_two_of_an_mcp_servers_tools_to_an_agent(
     page.goto(f"{server.url}/#/agents/{agent_id}/edit")
     page.get_by_text("Add an MCP server's tools").click()
     page.get_by_label("MCP server").select_option(label="weather")
+    add = page.get_by_role("button", name="Add to the agent's tools")
+    add.click()  # all its tools: the id alone
+    expect(page.get_by_test_id("editor-status")).to_contain_text("Added every tool of weather")
+    only_id = re.compile(re.escape(f'"tools": [\n      "{server_id}"\n    ]'))
+    expect(page.get_by_label("Agent document (JSON)")).to_have_value(only_id)
+    # Then two of them, which take that item's place.
     page.locator("[data-testid=mcp-pick-tool][data-name=structured]").get_by_role(
         "checkbox"
     ).check()
     page.locator("[data-testid=mcp-pick-tool][data-name=forecast]").get_by_role("checkbox").check()
     page.get_by_label("Prefix").fill("w_")
-    page.get_by_role("button", name="Add to the agent's tools").click()
+    add.click()
     expect(page.get_by_test_id("editor-status")).to_contain_text(
         "Added forecast, structured from weather to agent.tools"
     )
