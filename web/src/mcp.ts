@@ -1,6 +1,7 @@
 // MCP servers (docs/mcp.md "Using MCP servers' tools"): their shapes, how a secret reference
 // is shown, and the item an agent's `tools` lists to get a server's tools.
 
+import { ApiError } from './api'
 import type { Placed } from './types'
 
 /** `{"secret": "secret.…"}`: a stored secret by reference. The API never returns its value. */
@@ -83,4 +84,13 @@ export function withToolsItem(doc: Record<string, unknown>, item: string | Recor
   const id = itemId(item)
   const kept = ((current as unknown[] | null | undefined) ?? []).filter((t) => itemId(t) !== id)
   return { ...doc, agent: { ...((agent as Record<string, unknown>) ?? {}), tools: [...kept, item] } }
+}
+
+/** Why a server's tools cannot be listed. A 404 for a server the caller can read means it may
+ * not run it (the API says no more, as for any id): say what would let it. */
+export function toolsError(error: unknown): unknown {
+  if (error instanceof ApiError && error.status === 404) {
+    return new Error('Listing its tools needs run access to this server (they run on your behalf): ask one of its owners for a runner grant.')
+  }
+  return error
 }

@@ -6,7 +6,7 @@
 import { useState } from 'react'
 import { api } from '../api'
 import { everything } from '../folders'
-import { mcpPath, parametersOf, toolsItem } from '../mcp'
+import { mcpPath, parametersOf, toolsError, toolsItem } from '../mcp'
 import type { McpServer, McpTools } from '../mcp'
 import { useAsync } from '../util'
 import { ErrorBox, Loading } from './bits'
@@ -70,7 +70,7 @@ function Picker({ onAdd }: { onAdd: (item: Item, what: string) => void }) {
       </div>
       {serverId && (
         <>
-          <ErrorBox error={tools.error} title="Its tools cannot be listed" />
+          <ErrorBox error={toolsError(tools.error)} title="Its tools cannot be listed" />
           {tools.loading && !tools.data ? (
             <Loading what="its tools" />
           ) : tools.data && !tools.error && (

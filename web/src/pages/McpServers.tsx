@@ -9,7 +9,7 @@ import { ApiError, api } from '../api'
 import { CodeEditor } from '../components/CodeEditor'
 import { ErrorBox, Loading, PageHeader } from '../components/bits'
 import { everything } from '../folders'
-import { isSecret, mcpPath, parametersOf, whereOf } from '../mcp'
+import { isSecret, mcpPath, parametersOf, toolsError, whereOf } from '../mcp'
 import type { McpServer, McpTools, McpValue } from '../mcp'
 import { locate, parseText } from '../pointer'
 import { href, navigate } from '../router'
@@ -150,7 +150,7 @@ function Tools({ server }: { server: McpServer }) {
         What the server offers agents (its allowed tools), as dhub last listed them.{' '}
         <button type="button" className="link-button" onClick={() => setRefresh((n) => n + 1)} disabled={tools.loading}>List them again now</button>
       </p>
-      <ErrorBox error={tools.error} title="The tools cannot be listed" />
+      <ErrorBox error={toolsError(tools.error)} title="The tools cannot be listed" />
       {tools.loading && !tools.data ? (
         <Loading what="its tools" />
       ) : !tools.data || tools.error ? null : tools.data.data.length === 0 ? (
