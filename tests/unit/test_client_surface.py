@@ -55,6 +55,9 @@ PUBLIC = [
     "Group",
     "InvalidInput",
     "Marking",
+    "McpServer",
+    "McpTool",
+    "McpTools",
     "Message",
     "NotFound",
     "ObjectPage",
@@ -434,6 +437,14 @@ CLIENT_METHODS = {
     "sql": ["sql", "tables", "limit"],
     "update_row": ["table", "row_id", "values"],
     "update_table": ["table", "patch"],
+    # MCP servers
+    "create_mcp_server": ["doc"],
+    "delete_mcp_server": ["server"],
+    "get_mcp_server": ["server"],
+    "iter_mcp_servers": ["name", "q", "page_size"],
+    "list_mcp_servers": ["name", "q", "limit", "cursor"],
+    "mcp_server_tools": ["server", "refresh"],
+    "update_mcp_server": ["server", "patch"],
 }  # fmt: skip
 
 

@@ -20,6 +20,7 @@ import { FoldersPage } from './pages/Folders'
 import { TablesPage } from './pages/Tables'
 import { OntologiesPage } from './pages/Ontologies'
 import { TemplatesPage } from './pages/Templates'
+import { McpServersPage } from './pages/McpServers'
 
 const NAV = [
   { path: '/agents', label: 'Agents' },
@@ -27,6 +28,7 @@ const NAV = [
   { path: '/tables', label: 'Tables' },
   { path: '/ontologies', label: 'Ontologies' },
   { path: '/templates', label: 'Templates' },
+  { path: '/mcp-servers', label: 'MCP servers' },
   { path: '/examples', label: 'Examples' },
   { path: '/runs', label: 'Runs' },
   { path: '/tasks', label: 'Tasks' },
@@ -51,6 +53,8 @@ function page(route: Route) {
       return <OntologiesPage ontologyId={id ?? null} />
     case 'templates':
       return <TemplatesPage templateId={id ?? null} />
+    case 'mcp-servers':
+      return <McpServersPage serverId={id ?? null} />
     case 'examples':
       return <ExamplesPage />
     case 'runs':

@@ -34,5 +34,6 @@ export function pageOf(item: Placed): string | null {
   if (item.category === 'table') return `/tables/${item.id}`
   if (item.category === 'ontology') return `/ontologies/${item.id}`
   if (item.category === 'template') return `/templates/${item.id}`
+  if (item.category === 'mcp_server') return `/mcp-servers/${item.id}`
   return null
 }

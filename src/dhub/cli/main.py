@@ -24,6 +24,7 @@ from dhub.cli import (
     folders,
     groups,
     markings,
+    mcp_servers,
     ontologies,
     run,
     runs,
@@ -49,6 +50,7 @@ app.add_typer(tokens.app, name="tokens")
 app.add_typer(runs.app, name="runs")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(templates.app, name="templates")
+app.add_typer(mcp_servers.app, name="mcp-servers")
 app.command()(users.me)
 app.command()(audit)
 app.command("run")(run.run_file)

@@ -2,7 +2,8 @@
 identity and sharing methods come from ``AccessMixin`` (_access.py), the run and task methods
 from ``RunsMixin`` (_runs.py), chat from ``ConversationsMixin`` (_conversations.py), folders
 and collections from ``FoldersMixin`` (_folders.py), tables from ``TablesMixin``
-(_tables.py), templates and run artifacts from ``TemplatesMixin`` (_templates.py)."""
+(_tables.py), templates and run artifacts from ``TemplatesMixin`` (_templates.py), MCP
+servers from ``McpServersMixin`` (_mcp.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from dhub.client._exceptions import (
     error_from_response,
 )
 from dhub.client._folders import FoldersMixin
+from dhub.client._mcp import McpServersMixin
 from dhub.client._models import (
     Agent,
     AgentPage,
@@ -55,6 +57,7 @@ class Client(
     RunsMixin,
     ConversationsMixin,
     TemplatesMixin,
+    McpServersMixin,
 ):
     """A client for one dhub server and one API token.
 

@@ -268,6 +268,43 @@ class Turn:
 # Templates: plain JSON dicts like agents (docs/templates.md).
 Template = dict[str, Any]
 
+# MCP servers: plain JSON dicts like agents (docs/mcp.md); a secret in their headers or env
+# stays a reference, ``{"secret": "secret.…"}``.
+McpServer = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """One tool an MCP server offers (``GET /mcp-servers/{id}/tools``), as the server lists
+    it: what an agent given it calls ``name`` (after its ``prefix``)."""
+
+    name: str
+    title: str | None
+    description: str
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    annotations: dict[str, Any] | None
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> McpTool:
+        return cls(
+            name=str(raw["name"]),
+            title=raw.get("title"),
+            description=raw.get("description") or "",
+            input_schema=dict(raw.get("input_schema") or {}),
+            output_schema=raw.get("output_schema"),
+            annotations=raw.get("annotations"),
+        )
+
+
+@dataclass(frozen=True)
+class McpTools:
+    """What an MCP server offers: its ``tools``, and which ``server`` (id, name, version)
+    listed them."""
+
+    server: dict[str, Any]
+    tools: list[McpTool]
+
 
 @dataclass(frozen=True)
 class RenderedDocument:

@@ -4,6 +4,8 @@ import { ApiError, api, documentOf, replacementPatch } from '../api'
 import { CodeEditor } from '../components/CodeEditor'
 import type { CodeEditorHandle, Mark } from '../components/CodeEditor'
 import { ErrorBox, Loading, PageHeader } from '../components/bits'
+import { McpToolsPicker } from '../components/McpToolsPicker'
+import { withToolsItem } from '../mcp'
 import { locate, parseText, splitPointer } from '../pointer'
 import { flash } from '../flash'
 import { href, navigate, releaseLeaveGuard, useLeaveGuard } from '../router'
@@ -201,6 +203,21 @@ export function AgentEditorPage({ agentId, route }: { agentId: string | null; ro
     }
   }
 
+  /** The picker's item put in the document's agent.tools (replacing the same server's). */
+  const addMcpTools = (item: string | Record<string, unknown>, what: string) => {
+    const doc = parse()
+    if (!doc) return
+    try {
+      setText(render(withToolsItem(doc, item), format))
+      setErrors([])
+      setProblem(null)
+      setStatus(`Added ${what} to agent.tools: ${stored ? 'save' : 'create'} to keep it.`)
+    } catch (e) {
+      setStatus(null)
+      setProblem(errorText(e))
+    }
+  }
+
   const title = stored ? `Edit ${stored.alias || stored.name}${fromVersion ? ` from version ${fromVersion}` : ''}` : exampleFile ? `New agent from ${exampleFile}` : 'New agent'
   const fieldName = (loc: string) => splitPointer(loc).at(-1) ?? '(the document)'
 
@@ -259,6 +276,7 @@ export function AgentEditorPage({ agentId, route }: { agentId: string | null; ro
           </ul>
         </div>
       )}
+      <McpToolsPicker onAdd={addMcpTools} />
       <CodeEditor
         ref={editor}
         id="agent-document"
