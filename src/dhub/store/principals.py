@@ -88,8 +88,12 @@ async def principal_exists(conn: Conn, principal_id: str) -> bool:
 
 
 async def get_user(conn: Conn, user_id: str) -> UserRecord | None:
-    row = (await conn.execute(select(*_USER_COLUMNS).where(users.c.id == user_id))).first()
+    # Built once: every run step on a user's behalf reads its user (principal_of).
+    row = (await conn.execute(_GET_USER, {"user_id": user_id})).first()
     return UserRecord(*row) if row else None
+
+
+_GET_USER = select(*_USER_COLUMNS).where(users.c.id == bindparam("user_id"))
 
 
 async def list_users(conn: Conn) -> list[UserRecord]:
