@@ -99,9 +99,13 @@ class AgentTools:
         return [_tool(record, names[record.id]) for record in records]
 
     async def find(self, who: Principal, name: str) -> AgentTool:
-        for tool in await self.tools(who):
-            if tool.name == name:
-                return tool
+        """The tool ``name``: names come from every runnable agent (a clash appends ids), the
+        schema only from the one called."""
+        records = await self.agents.all_runnable(who)
+        names = tool_names([(r.id, r.name) for r in records])
+        for record in records:
+            if names[record.id] == name:
+                return _tool(record, name)
         raise UnknownTool(name)
 
     async def call(
