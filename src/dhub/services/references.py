@@ -54,6 +54,7 @@ from dhub.store.db import Conn
 Loc = tuple[str | int, ...]
 _KINDS = (
     "agent", "prompt", "tool", "actor", "role", "table", "template", "ontology", "mcp_server",
+    "secret",
 )  # fmt: skip
 # A stored id: ``<category>.<ulid>`` (lowercase); anything else with a kind's prefix names
 # nothing, and is never sent to the database (PostgreSQL text cannot hold NUL, for one).
