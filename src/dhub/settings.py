@@ -114,16 +114,17 @@ def default_sqlite_url(data_dir: Path) -> str:
 
 
 # The data directory holds the SQLite database, the admin token and the key of secrets'
-# values (secret.key): only its owner may read them, whatever the umask (store/db.py creates the SQLite files 0600, wherever they are).
+# values (secret.key): only its owner may read them, whatever the umask (store/db.py creates
+# the SQLite files 0600, wherever they are).
 DATA_DIR_MODE = 0o700
 SECRETS = ("admin.token", "secret.key")
 
 
 def secure_data_dir(directory: Path) -> None:
     """Create the data directory as 0700, or take group and other access away from one that
-    exists (and from admin.token and secret.key in it), logging what changed. Other files are left alone: a
-    data directory pointed at a shared folder by mistake loses no executable bit. A directory
-    the server may not change (another user's) stops the start with a message."""
+    exists (and from admin.token and secret.key in it), logging what changed. Other files are
+    left alone: a data directory pointed at a shared folder by mistake loses no executable bit.
+    A directory the server may not change (another user's) stops the start with a message."""
     directory.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
     try:
         private(directory)

@@ -169,7 +169,7 @@ def test_from_env_is_for_admins_and_read_when_used(
     url = f"{SECRETS}/{made['id']}"
     ok(client.post(f"{url}/grants", json={"principal_id": bob, "scope": "editor"}), 201)
     admin, as_bob = principal(client, w, BUILDER), principal(client, w, bob)
-    with pytest.raises(SecretUnavailable, match="DHUB_SECRET_OPS_TOKEN.*not set"):
+    with pytest.raises(SecretUnavailable, match=r"DHUB_SECRET_OPS_TOKEN.*not set"):
         revealed(client, as_bob, made["id"])
     monkeypatch.setenv("DHUB_SECRET_OPS_TOKEN", "from-the-environment")
     assert revealed(client, as_bob, made["id"]) == "from-the-environment"

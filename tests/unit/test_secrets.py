@@ -31,9 +31,7 @@ def test_secret_ids_finds_every_reference_once_in_order() -> None:
     assert secret_ref({"secret": A}) == A and secret_ref({"secret": A, "x": 1}) is None
 
 
-@pytest.mark.parametrize(
-    "name", ["DHUB_SECRET_GITHUB", "DHUB_SECRET_A1_B2"], ids=str
-)
+@pytest.mark.parametrize("name", ["DHUB_SECRET_GITHUB", "DHUB_SECRET_A1_B2"], ids=str)
 def test_env_names_meant_for_secrets_are_allowed(name: str) -> None:
     assert env_name_problem(name) is None
 

@@ -16,7 +16,6 @@ from dhub.domain.errors import FieldError
 from dhub.domain.functions import ITEM_TAGS
 from dhub.domain.mcp import body_problems as mcp_problems
 from dhub.domain.pointers import from_validation_error, join
-from dhub.domain.secrets import MAX_VALUE, env_name_problem
 from dhub.domain.resources import (
     SECRET_SERVER_FIELDS,
     ResourceKind,
@@ -25,6 +24,7 @@ from dhub.domain.resources import (
     placeholders,
     plural,
 )
+from dhub.domain.secrets import MAX_VALUE, env_name_problem
 from dhub.engine.validate import check_text
 from dhub.knowledge.ontology_schema import schema_problems
 from dhub.knowledge.tables_schema import column_problems

@@ -22,7 +22,9 @@ from dhub.domain.errors import DhubError
 from dhub.domain.secrets import KEY_VARIABLE
 
 KEY_FILE = "secret.key"
-_GENERATE = 'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
+_GENERATE = (
+    'python -c "from cryptography.fernet import Fernet; print(Fernet.generate_key().decode())"'
+)
 
 
 class SecretKeyError(DhubError):

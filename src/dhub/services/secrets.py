@@ -203,4 +203,3 @@ async def _reveal(conn: Conn, principal: Principal, secret_id: str, vault: Secre
             f"{secret_id}`)."
         )
     return vault.unseal(secret_id, ciphertext)
-

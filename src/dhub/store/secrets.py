@@ -26,9 +26,7 @@ async def put(conn: Conn, secret_id: str, ciphertext: str, user_id: str, now: in
 
 
 async def get(conn: Conn, secret_id: str) -> str | None:
-    rows = await conn.execute(
-        select(values.c.ciphertext).where(values.c.secret_id == secret_id)
-    )
+    rows = await conn.execute(select(values.c.ciphertext).where(values.c.secret_id == secret_id))
     return next((str(r[0]) for r in rows), None)
 
 
