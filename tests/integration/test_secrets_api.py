@@ -302,3 +302,42 @@ def test_a_ciphertext_moved_to_another_secret_does_not_decrypt(client: TestClien
     with pytest.raises(SecretKeyError) as caught:
         revealed(client, principal(client, w, mallory), own)
     assert VALUE not in str(caught.value)
+
+
+# -- references in other documents --------------------------------------------------------------
+
+
+def test_references_in_documents_get_the_one_check(client: TestClient) -> None:
+    """``{"secret": id}`` anywhere in a document (an MCP server's headers, say): each one the
+    user may not run is the one message, pointing at it; an id of another kind names no
+    secret, even one the user may run."""
+    from dhub.services.references import Reach, check_secret_references
+
+    w = World(client)
+    bob = w.user("bob")
+    usable = ok(client.post(SECRETS, json=secret_doc("usable")), 201)["id"]
+    readable = ok(client.post(SECRETS, json=secret_doc("readable")), 201)["id"]
+    for secret_id, scope in ((usable, "runner"), (readable, "viewer")):
+        grant = {"principal_id": bob, "scope": scope}
+        ok(client.post(f"{SECRETS}/{secret_id}/grants", json=grant), 201)
+    tool = {"name": "t", "description": "", "function": {"source": "def t():\n    return 1\n"}}
+    tool_id = ok(w.call(bob, "POST", f"{API}/tools", tool), 201)["id"]
+    missing = "secret.01jzzzzzzzzzzzzzzzzzzzzzzz"
+    document = {
+        "headers": {"Authorization": {"secret": usable}, "X-Read": {"secret": readable}},
+        "env": [{"name": "A", "value": {"secret": tool_id}}, {"secret": missing}],
+        "plain": "no reference",
+    }
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    as_bob = principal(client, w, bob)
+
+    async def check() -> list[tuple[str, str]]:
+        async with runtime.db.read() as conn:
+            found = await check_secret_references(Reach(conn, as_bob), document)
+        return [(e.loc, e.message) for e in found]
+
+    assert client.portal.call(check) == [  # type: ignore[union-attr]
+        ("/headers/X-Read/secret", unreachable("secret", readable)),
+        ("/env/0/value/secret", unreachable("secret", tool_id)),
+        ("/env/1/secret", unreachable("secret", missing)),
+    ]

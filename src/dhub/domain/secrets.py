@@ -45,18 +45,26 @@ def secret_ref(value: Any) -> str | None:
     return None
 
 
+Path = tuple[str | int, ...]
+
+
+def secret_refs(value: Any, at: Path = ()) -> list[tuple[Path, str]]:
+    """Where each ``{"secret": "secret.<id>"}`` in ``value`` is (the path to the object) and
+    the id it names, at any depth, in document order."""
+    ref = secret_ref(value)
+    if ref is not None:
+        return [(at, ref)]
+    found: list[tuple[Path, str]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += secret_refs(item, (*at, str(key)))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += secret_refs(item, (*at, i))
+    return found
+
+
 def secret_ids(value: Any) -> list[str]:
     """Every secret a document refers to with ``{"secret": "secret.<id>"}``, at any depth, in
     document order, each once."""
-    found: dict[str, None] = {}
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        ref = secret_ref(item)
-        if ref is not None:
-            found[ref] = None
-        elif isinstance(item, dict):
-            stack.extend(reversed(list(item.values())))
-        elif isinstance(item, list):
-            stack.extend(reversed(item))
-    return list(found)
+    return list(dict.fromkeys(ref for _, ref in secret_refs(value)))
