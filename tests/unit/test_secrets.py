@@ -104,3 +104,13 @@ def test_the_key_is_in_no_repr(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DHUB_SECRET_KEY", key)
     settings = Settings.from_env(data_dir="/tmp/x", database_url="sqlite://")
     assert settings.secret_key == key and key not in repr(settings)
+
+
+def test_a_value_is_in_no_repr_and_no_dump() -> None:
+    from dhub.domain.resources import SecretSpec
+    from dhub.services.secrets import Pending
+
+    spec = SecretSpec.model_validate({"name": "s", "value": "hunter2"})
+    assert spec.value == "hunter2"
+    for shown in (repr(spec), str(spec), spec.model_dump_json(), repr(Pending("hunter2"))):
+        assert "hunter2" not in shown

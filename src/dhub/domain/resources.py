@@ -277,7 +277,8 @@ class SecretSpec(ResourceSpec):
     description: str = ""
     value: str | None = Field(
         default=None,
-        exclude=True,
+        exclude=True,  # never dumped, so never stored in the document or its versions
+        repr=False,  # nor shown by a log line or a traceback that prints the spec
         json_schema_extra={"writeOnly": True},
         description="Write-only: the secret's value, stored encrypted and never returned. "
         "Required on create unless from_env is given; on PATCH, a new value rotates it.",

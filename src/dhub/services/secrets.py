@@ -18,7 +18,7 @@ owners, grants, markings and versions); this module keeps its value out of all o
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -67,7 +67,7 @@ class SecretUnavailable(DhubError):
 class Pending:
     """What a create or patch does to the stored value, once the document is stored."""
 
-    value: str | None = None  # a new value to encrypt and store
+    value: str | None = field(default=None, repr=False)  # a new value to encrypt and store
     drop: bool = False  # the stored value goes (the secret now reads the environment)
 
 
