@@ -272,6 +272,30 @@ def test_the_value_is_encrypted_at_rest_and_goes_with_the_secret(
         assert conn.execute("SELECT count(*) FROM secret_values").fetchone() == (0,)
 
 
+def test_the_value_is_in_no_table_in_the_clear(client: TestClient, settings: Any) -> None:
+    """Every row of every table (documents, versions, audit, the values' own), both databases,
+    after a create and a rotation: neither value appears, only ciphertexts do."""
+    from sqlalchemy import create_engine, select
+
+    from dhub.store import json_codec
+    from dhub.store.db import normalize_url
+    from dhub.store.tables import metadata
+
+    made = ok(client.post(SECRETS, json=secret_doc()), 201)
+    ok(client.patch(f"{SECRETS}/{made['id']}", json={"value": ROTATED}))
+    engine = create_engine(normalize_url(settings.database_url), **json_codec.ENGINE_OPTIONS)
+    try:
+        with engine.connect() as conn:
+            everything = {
+                t.name: repr(conn.execute(select(t)).all()) for t in metadata.sorted_tables
+            }
+    finally:
+        engine.dispose()
+    assert made["id"] in everything["secret_values"] and made["id"] in everything["audit_log"]
+    for name, rows in everything.items():
+        assert VALUE not in rows and ROTATED not in rows, name
+
+
 def test_a_ciphertext_moved_to_another_secret_does_not_decrypt(client: TestClient) -> None:
     """Someone who can write the database but has no key cannot make their own secret carry
     another's value."""
