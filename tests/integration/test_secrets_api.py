@@ -365,3 +365,23 @@ def test_references_in_documents_get_the_one_check(client: TestClient) -> None:
         ("/env/0/value/secret", unreachable("secret", tool_id)),
         ("/env/1/secret", unreachable("secret", missing)),
     ]
+
+
+def test_reveal_without_a_vault_and_reveal_in(client: TestClient) -> None:
+    """What the MCP client calls: the process's keys (open_runtime installed the server's),
+    and ``reveal_in`` answering None, not an error, to a principal who may not use it."""
+    from dhub.services.secrets import reveal_in
+
+    w = World(client)
+    eve = w.user("eve")
+    secret_id = ok(client.post(SECRETS, json=secret_doc()), 201)["id"]
+    runtime = client.app.state.runtime  # type: ignore[attr-defined]
+    admin, as_eve = principal(client, w, BUILDER), principal(client, w, eve)
+    assert client.portal.call(reveal, runtime.db, admin, secret_id) == VALUE  # type: ignore[union-attr]
+
+    async def inside(who: Principal) -> str | None:
+        async with runtime.db.read() as conn:
+            return await reveal_in(conn, who, secret_id)
+
+    assert client.portal.call(inside, admin) == VALUE  # type: ignore[union-attr]
+    assert client.portal.call(inside, as_eve) is None  # type: ignore[union-attr]

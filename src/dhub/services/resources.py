@@ -26,6 +26,7 @@ from dhub.domain.resources import (
     CONTAINERS,
     HOME,
     KINDS,
+    McpServerSpec,
     OntologySpec,
     ResourceKind,
     ResourceSpec,
@@ -35,7 +36,12 @@ from dhub.domain.resources import (
 from dhub.services import placement, secrets, sharing, table_schema
 from dhub.services.cursors import decode_cursor, encode_cursor
 from dhub.services.ontology_schema_changes import ontology_changes
-from dhub.services.references import check_agent_references, check_tool_items
+from dhub.services.references import (
+    Reach,
+    check_agent_references,
+    check_secret_references,
+    check_tool_items,
+)
 from dhub.services.resolution import UnresolvableAgent, resolve_agent
 from dhub.services.resource_validation import collect_resource_errors
 from dhub.services.secret_vault import SecretVault
@@ -92,9 +98,13 @@ class ResourceService:
 
     @staticmethod
     async def _references(conn: Conn, principal: Principal, spec: ResourceSpec) -> list[FieldError]:
-        """The problems with a valid document's references (a role's tools)."""
+        """The problems with a valid document's references (a role's tools, an MCP server's
+        secrets: the saver must be able to use each one, docs/secrets.md)."""
         if isinstance(spec, RoleSpec):
             return await check_tool_items(conn, principal, spec.tools, ("tools",))
+        if isinstance(spec, McpServerSpec):
+            used = spec.model_dump(include={"headers", "env"})
+            return await check_secret_references(Reach(conn, principal), used)
         return []
 
     async def validate(self, principal: Principal, category: str, doc: Any) -> dict[str, Any]:

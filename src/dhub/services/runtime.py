@@ -29,6 +29,7 @@ from dhub.runtime.ports import RealClock, SandboxFunctions
 from dhub.runtime.queue import QUEUE, RunQueue
 from dhub.runtime.worker import QueueWorker, handoff
 from dhub.sandbox.runner import SandboxRunner, SandboxSettings
+from dhub.services import secrets
 from dhub.services.builtins import install_builtins
 from dhub.services.knowledge import KnowledgeCalls
 from dhub.services.mcp_client import McpClients
@@ -170,6 +171,7 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
     jobs (distributed mode; ignored when embedded, where the server executes everything)."""
     secure_data_dir(settings.data_dir)
     vault = SecretVault.open(settings.data_dir, settings.secret_key)
+    secrets.install(vault)  # for what reveals values without a vault at hand (MCP servers)
     db = Database(settings.database_url)
     await db.migrate()
     await install_builtins(db)  # the built-in agents of this dhub, installed or upgraded

@@ -27,9 +27,14 @@ _GENERATE = (
 )
 
 
-class SecretKeyError(DhubError):
-    """A stored value this server's key cannot decrypt (another key made it), or a key that
-    is not one. Never carries a value, a ciphertext or a key."""
+class SecretProblem(DhubError):
+    """What keeps a secret the principal may use from giving its value (services/secrets.py):
+    never carries a value, a ciphertext or a key."""
+
+
+class SecretKeyError(SecretProblem):
+    """A stored value this server's key cannot decrypt (another key made it, or it was made
+    for another secret)."""
 
     status_code = 500
 

@@ -24,24 +24,40 @@ from typing import Any
 import orjson
 
 from dhub.access.principal import Principal
-from dhub.domain.errors import DhubError, FieldError, Forbidden, InvalidInput, NotFound
+from dhub.domain.errors import FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.resources import SECRET_SERVER_FIELDS, SecretSpec, unreachable
 from dhub.domain.secrets import env_name_problem, secret_ids, secret_ref
 from dhub.services.references import Reach
-from dhub.services.secret_vault import SecretKeyError, SecretVault
+from dhub.services.secret_vault import SecretKeyError, SecretProblem, SecretVault
 from dhub.store import resources as repo
 from dhub.store import secrets as values
 from dhub.store.db import Conn, Database
 
 __all__ = [
     "SecretKeyError",
+    "SecretProblem",
     "SecretUnavailable",
     "SecretVault",
     "UnreachableSecret",
+    "install",
     "reveal",
+    "reveal_in",
     "secret_ids",
     "secret_ref",
 ]
+
+
+# The vaults this process opened (services/runtime.py ``open_runtime`` installs its own): a
+# server has one; a test process that starts several servers has several, and a value is
+# decrypted with whichever key made it (each ciphertext names its secret either way). What
+# reveals a value for a caller that holds no vault (an MCP server's connection) uses these.
+_VAULTS: list[SecretVault] = []
+
+
+def install(vault: SecretVault) -> None:
+    """Let ``reveal`` and ``reveal_in`` decrypt with ``vault`` (the newest is tried first)."""
+    if vault not in _VAULTS:
+        _VAULTS.insert(0, vault)
 
 
 class UnreachableSecret(NotFound):
@@ -53,7 +69,7 @@ class UnreachableSecret(NotFound):
         self.secret_id = secret_id
 
 
-class SecretUnavailable(DhubError):
+class SecretUnavailable(SecretProblem):
     """A secret the principal may use has no value on this server: its environment variable
     is not set, or no value was stored. Said only to those who may use it."""
 
@@ -152,8 +168,9 @@ async def apply(
 ) -> None:
     """Store (encrypted) or drop the value, in the transaction that stored the document."""
     if pending.value is not None:
+        vault = vault or (_VAULTS[0] if _VAULTS else None)
         if vault is None:
-            raise RuntimeError("this ResourceService has no SecretVault: pass one to store secrets")
+            raise RuntimeError("no SecretVault is open: open_runtime opens the server's")
         await values.put(conn, secret_id, vault.seal(secret_id, pending.value), user_id, now)
     elif pending.drop:
         await values.drop(conn, secret_id)
@@ -167,24 +184,56 @@ async def deleted(conn: Conn, category: str, secret_id: str) -> None:
 # -- using --------------------------------------------------------------------------------------
 
 
+def _unseal(vault: SecretVault | None, secret_id: str, ciphertext: str) -> str:
+    vaults = [vault] if vault is not None else _VAULTS
+    for candidate in vaults[:-1]:
+        try:
+            return candidate.unseal(secret_id, ciphertext)
+        except SecretKeyError:
+            continue
+    if not vaults:
+        raise SecretKeyError(f"No key is open to decrypt '{secret_id}' (open_runtime opens one).")
+    return vaults[-1].unseal(secret_id, ciphertext)
+
+
 async def reveal(
-    db_or_conn: Database | Conn, principal: Principal, secret_id: str, vault: SecretVault
+    db_or_conn: Database | Conn,
+    principal: Principal,
+    secret_id: str,
+    vault: SecretVault | None = None,
 ) -> str:
     """The value of ``secret_id`` for ``principal`` to use (put into an MCP server's headers
     or environment), never to show. Through the one reference check: UnreachableSecret,
     with the standard message, unless ``principal`` may run the secret and holds every
     marking on it (and its folders); SecretUnavailable when a usable secret has no value on
-    this server; SecretKeyError when this server's key cannot decrypt it."""
+    this server; SecretKeyError when this server's key cannot decrypt it. ``vault``: the
+    server's (``Runtime.vault``); None, the ones this process opened."""
     if isinstance(db_or_conn, Database):
         async with db_or_conn.read(snapshot=True) as conn:
-            return await _reveal(conn, principal, secret_id, vault)
-    return await _reveal(db_or_conn, principal, secret_id, vault)
+            found = await _reveal(conn, principal, secret_id, vault)
+    else:
+        found = await _reveal(db_or_conn, principal, secret_id, vault)
+    if found is None:
+        raise UnreachableSecret(secret_id)
+    return found
 
 
-async def _reveal(conn: Conn, principal: Principal, secret_id: str, vault: SecretVault) -> str:
+async def reveal_in(
+    conn: Conn, principal: Principal, secret_id: str, vault: SecretVault | None = None
+) -> str | None:
+    """As ``reveal`` in the caller's transaction, but None (not UnreachableSecret) when
+    ``principal`` may not use the secret, whatever the reason: for a caller that tries
+    several principals (an MCP server's owners) and says itself what failed. SecretUnavailable
+    and SecretKeyError (both ``SecretProblem``) still say what is wrong with a usable one."""
+    return await _reveal(conn, principal, secret_id, vault)
+
+
+async def _reveal(
+    conn: Conn, principal: Principal, secret_id: str, vault: SecretVault | None
+) -> str | None:
     row = await Reach(conn, principal).use(secret_id, "secret")
     if not isinstance(row, repo.ResourceRow):
-        raise UnreachableSecret(secret_id)
+        return None
     document = orjson.loads(row.record.document)
     variable = document.get("from_env")
     if isinstance(variable, str):
@@ -202,4 +251,4 @@ async def _reveal(conn: Conn, principal: Principal, secret_id: str, vault: Secre
             f"The secret '{secret_id}' has no value: set one (`dhub secrets set-value "
             f"{secret_id}`)."
         )
-    return vault.unseal(secret_id, ciphertext)
+    return _unseal(vault, secret_id, ciphertext)
