@@ -78,10 +78,13 @@ def test_a_bad_key_is_refused_without_quoting_it() -> None:
 def test_the_key_file_is_made_once_private_and_shared(tmp_path: Path) -> None:
     data = tmp_path / "data"
     vaults: list[SecretVault] = []
-    threads = [
-        threading.Thread(target=lambda: vaults.append(SecretVault.open(data, None)))
-        for _ in range(8)
-    ]
+    start = threading.Barrier(16)
+
+    def open_one() -> None:
+        start.wait()  # all at once: one key wins, nobody reads a half-written one
+        vaults.append(SecretVault.open(data, None))
+
+    threads = [threading.Thread(target=open_one) for _ in range(16)]
     for t in threads:
         t.start()
     for t in threads:
@@ -89,6 +92,7 @@ def test_the_key_file_is_made_once_private_and_shared(tmp_path: Path) -> None:
     key_file = data / "secret.key"
     assert os.stat(key_file).st_mode & 0o777 == 0o600
     assert [p.name for p in data.iterdir()] == ["secret.key"]  # no drafts left
+    assert len(vaults) == 16
     sealed = vaults[0].seal(A, "v")
     assert all(v.unseal(A, sealed) == "v" for v in vaults)
     assert SecretVault.open(data, None).unseal(A, sealed) == "v"  # found again on restart

@@ -14,6 +14,7 @@ secret's value under another secret they may use.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
@@ -94,8 +95,10 @@ def _key_file(path: Path) -> bytes:
     reads a half-written one."""
     if not path.exists():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        draft = path.with_name(f".{path.name}.{os.getpid()}")
-        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # A draft of its own (mkstemp: a new file, 0600), written whole before it is linked:
+        # once linked, the key file's inode is never written again.
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        draft = Path(name)
         with os.fdopen(fd, "wb") as f:
             f.write(Fernet.generate_key() + b"\n")
         try:

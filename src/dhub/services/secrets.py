@@ -9,7 +9,8 @@ owners, grants, markings and versions); this module keeps its value out of all o
   server environment variable (``from_env``, ``DHUB_SECRET_…``) that holds it.
 - Only admins may point a secret at the server's environment: whoever sets ``from_env``
   chooses which of the server's variables flows into what users run.
-- ``reveal`` is the one way to the value, for the server's own use (an MCP server's headers):
+- ``reveal`` (and ``reveal_in``, which answers None rather than raising) is the one way to
+  the value, for the server's own use (an MCP server's headers):
   through the one reference check (``Reach.use(secret_id, "secret")``: run scope, every
   marking held), with the one ``unreachable`` message, word for word, for an id that names
   nothing, something unshared, something marked or something the user may only read.
