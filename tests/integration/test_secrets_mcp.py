@@ -5,6 +5,7 @@ only the reference. On SQLite and PostgreSQL, against a real Streamable HTTP ser
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
@@ -19,6 +20,12 @@ from tests.support.mcp_servers import http_server
 
 API = "/api/v1"
 SERVERS = f"{API}/mcp-servers"
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The test MCP server is on loopback: allowed, as an operator would allow it."""
+    return dataclasses.replace(settings, mcp_allowed_hosts=("127.0.0.1",))
 
 
 @pytest.fixture(scope="module")
