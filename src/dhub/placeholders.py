@@ -10,7 +10,7 @@ from typing import Any
 # What each kind of resource is called in ids (``folder.<ulid>``) and URLs (``/folders``).
 CATEGORIES = (
     "agent", "prompt", "tool", "actor", "role", "folder", "collection", "template", "table",
-    "ontology", "mcp_server",
+    "ontology", "mcp_server", "secret",
 )  # fmt: skip
 
 # A document may name a resource where its id goes as ``${table:sales}`` (the whole string):

@@ -40,6 +40,9 @@ class Settings:
     # addresses or networks (CIDR) on this server's own networks, or "*" for anywhere
     # (DHUB_MCP_ALLOWED_HOSTS, comma-separated; docs/mcp.md "Using MCP servers' tools").
     mcp_allowed_hosts: tuple[str, ...] = ()
+    # The key that encrypts secrets' values (DHUB_SECRET_KEY; unset: secret.key in the data
+    # directory). Never in a repr, so never in a log line (docs/secrets.md).
+    secret_key: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not 0 < self.mcp_wait_seconds <= 3600:
@@ -89,6 +92,7 @@ class Settings:
                 for h in os.environ.get("DHUB_MCP_ALLOWED_HOSTS", "").split(",")
                 if h.strip()
             ),
+            secret_key=os.environ.get("DHUB_SECRET_KEY") or None,
         )
 
 
@@ -109,17 +113,18 @@ def default_sqlite_url(data_dir: Path) -> str:
     return f"sqlite:///{data_dir / 'dhub.db'}"
 
 
-# The data directory holds the SQLite database and the admin token: only its owner may read
-# them, whatever the umask (store/db.py creates the SQLite files 0600, wherever they are).
+# The data directory holds the SQLite database, the admin token and the key of secrets'
+# values (secret.key): only its owner may read them, whatever the umask (store/db.py creates
+# the SQLite files 0600, wherever they are).
 DATA_DIR_MODE = 0o700
-SECRETS = ("admin.token",)
+SECRETS = ("admin.token", "secret.key")
 
 
 def secure_data_dir(directory: Path) -> None:
     """Create the data directory as 0700, or take group and other access away from one that
-    exists (and from admin.token in it), logging what changed. Other files are left alone: a
-    data directory pointed at a shared folder by mistake loses no executable bit. A directory
-    the server may not change (another user's) stops the start with a message."""
+    exists (and from admin.token and secret.key in it), logging what changed. Other files are
+    left alone: a data directory pointed at a shared folder by mistake loses no executable bit.
+    A directory the server may not change (another user's) stops the start with a message."""
     directory.mkdir(mode=DATA_DIR_MODE, parents=True, exist_ok=True)
     try:
         private(directory)

@@ -73,7 +73,10 @@ RESOURCES = {
         "source": "def refund(order_id: str, amount: float) -> dict:\n    return {}\n"}},
     "role": {"name": "researcher", "description": "Looks", "instructions": "Research.",
              "tools": ["set_conversation_variable"]},
+    "secret": {"name": "api-key", "description": "Its key", "value": "sk-bad-input-1",
+               "tags": ["t"]},
 }  # fmt: skip
+SECRET_VALUE = b"sk-bad-input-1"
 
 
 @dataclass
@@ -279,6 +282,8 @@ def _judge(world: World, attack: Attack, auth: dict[str, str], who: str, out: Ou
         out.failures.append(f"{where} -> {response.status} {response.body[:200]!r}")
     elif response.status >= 400 and (problem := _refusal_problem(response, attack.path)):
         out.failures.append(f"{where} -> {response.status}: {problem}")
+    if SECRET_VALUE in response.body:  # a secret's value is never answered, whatever is asked
+        out.failures.append(f"{where} -> {response.status}: the secret's value is in the answer")
 
 
 def test_no_bad_input_gets_a_server_error(world: World, attacked: Outcome) -> None:

@@ -78,6 +78,7 @@ def test_every_command_prints_json(api: Client, tmp_path: Path) -> None:
     runs(cli, api, tmp_path)
     templates(cli, api, tmp_path)
     ontologies(cli, api, tmp_path)
+    secrets(cli, api)
     removals(cli, api)
     assert cli.ran == cli.paths - WITHOUT_JSON
 
@@ -336,6 +337,24 @@ def templates(cli: Cli, api: Client, tmp_path: Path) -> None:
     target = tmp_path / "out.md"
     saved = cli("runs", "artifact", run.id, artifact["id"], "-o", target)
     assert saved["path"] == str(target) and target.read_text() == EXPECTED
+
+
+def secrets(cli: Cli, api: Client) -> None:
+    made = cli("secrets", "create", "gh-token", "--description", "ops", input="sk-cli-json\n")
+    assert made == api.get_secret("gh-token") and made["has_value"] is True
+    assert cli("secrets", "list") == list(api.iter_secrets())
+    assert cli("secrets", "get", made["id"]) == made
+    rotated = cli("secrets", "set-value", "gh-token", input="sk-cli-json-2")
+    assert rotated["version"] == 2 and "value" not in rotated
+    granted = cli("secrets", "share", "gh-token", "group.eng", "--scope", "runner")
+    assert (granted["principal_id"], granted["scope"]) == ("group.eng", "runner")
+    assert [g["principal_id"] for g in cli("secrets", "grants", "gh-token")] == ["group.eng"]
+    assert cli("secrets", "unshare", "gh-token", "group.eng")["unshared"] is True
+    owners = cli("secrets", "owners", "gh-token", "user.admin")["owners"]
+    assert [o["id"] for o in owners] == ["user.admin"]
+    assert cli("secrets", "mark", "gh-token", "marking.pii")["markings"] == ["marking.pii"]
+    assert cli("secrets", "unmark", "gh-token", "marking.pii")["markings"] == []
+    assert cli("secrets", "delete", "gh-token") == {"id": made["id"], "deleted": True}
 
 
 def removals(cli: Cli, api: Client) -> None:

@@ -1,6 +1,7 @@
 """The data directory and its files are private to the server's user: the directory 0700, the
-SQLite database (with its -wal and -shm files) and admin.token 0600, whether the server
-created them or found them with looser modes (it tightens them on start; docs/deploy.md)."""
+SQLite database (with its -wal and -shm files), admin.token and secret.key 0600, whether the
+server created them or found them with looser modes (it tightens them on start;
+docs/deploy.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from fastapi.testclient import TestClient
 from dhub.api.app import create_app
 from dhub.settings import Settings
 
-PRIVATE_FILES = ("dhub.db", "dhub.db-wal", "dhub.db-shm", "admin.token")
+PRIVATE_FILES = ("dhub.db", "dhub.db-wal", "dhub.db-shm", "admin.token", "secret.key")
 
 
 @pytest.fixture(autouse=True)

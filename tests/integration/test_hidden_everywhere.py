@@ -19,7 +19,7 @@ from tests.integration.test_sharing_api import World, ok, react
 
 API = "/api/v1"
 SECRET = "zq7secret"  # in the hidden things' names, descriptions and tags
-KINDS = ("prompt", "tool", "actor", "role", "template", "ontology", "table")
+KINDS = ("prompt", "tool", "actor", "role", "template", "ontology", "table", "secret")
 PLURALS = {"ontology": "ontologies"}
 
 
@@ -36,6 +36,7 @@ def resource_doc(kind: str) -> dict[str, Any]:
             "name": f"table_{SECRET}",
             "columns": [{"name": "ref", "type": "string", "description": SECRET}],
         },
+        "secret": {"value": SECRET},
         "ontology": {
             "object_types": [
                 {

@@ -1,6 +1,6 @@
-"""Prompts, tools, actors and roles over HTTP, on SQLite and PostgreSQL: CRUD, versions, merge
-patch, names, validation and access (the agents' model). References from agents to them, and
-resolve_agent: tests/integration/test_resource_references.py."""
+"""Prompts, tools, actors, roles, templates and secrets over HTTP, on SQLite and PostgreSQL:
+CRUD, versions, merge patch, names, validation and access (the agents' model). References from
+agents to them, and resolve_agent: tests/integration/test_resource_references.py."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tests.integration.test_agents_api import container, home
 from tests.integration.test_sharing_api import BUILDER, World, ok
 
 API = "/api/v1"
-KINDS = ("prompt", "tool", "actor", "role", "template")
+KINDS = ("prompt", "tool", "actor", "role", "template", "secret")
 MERGE_PATCH = {"Content-Type": "application/merge-patch+json"}
 
 
@@ -67,7 +67,12 @@ def template_doc(name: str = "report", **extra: Any) -> dict[str, Any]:
     }
 
 
+def secret_doc(name: str = "api-key", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "description": "A key", "value": "sk-crud-1", **extra}
+
+
 DOCS = {
+    "secret": secret_doc,
     "prompt": prompt_doc,
     "tool": tool_doc,
     "actor": actor_doc,

@@ -445,6 +445,14 @@ CLIENT_METHODS = {
     "list_mcp_servers": ["name", "q", "limit", "cursor"],
     "mcp_server_tools": ["server", "refresh"],
     "update_mcp_server": ["server", "patch"],
+    # secrets
+    "create_secret": ["doc"],
+    "delete_secret": ["secret"],
+    "get_secret": ["secret"],
+    "iter_secrets": ["name", "q", "page_size"],
+    "list_secrets": ["name", "q", "limit", "cursor"],
+    "set_secret_value": ["secret", "value"],
+    "update_secret": ["secret", "patch"],
 }  # fmt: skip
 
 

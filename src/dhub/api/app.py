@@ -73,7 +73,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
         run_service = RunService(
             db, agent_service, runtime.graphs, runtime.executor, runtime.dispatch
         )
-        resource_service = ResourceService(db)
+        resource_service = ResourceService(db, runtime.vault)
         conversation_service = ConversationService(db, run_service)
         services = Services(
             db=db,

@@ -28,6 +28,7 @@ from dhub.cli import (
     ontologies,
     run,
     runs,
+    secrets,
     tables,
     tasks,
     templates,
@@ -51,6 +52,7 @@ app.add_typer(runs.app, name="runs")
 app.add_typer(tasks.app, name="tasks")
 app.add_typer(templates.app, name="templates")
 app.add_typer(mcp_servers.app, name="mcp-servers")
+app.add_typer(secrets.app, name="secrets")
 app.command()(users.me)
 app.command()(audit)
 app.command("run")(run.run_file)

@@ -3,7 +3,7 @@ identity and sharing methods come from ``AccessMixin`` (_access.py), the run and
 from ``RunsMixin`` (_runs.py), chat from ``ConversationsMixin`` (_conversations.py), folders
 and collections from ``FoldersMixin`` (_folders.py), tables from ``TablesMixin``
 (_tables.py), templates and run artifacts from ``TemplatesMixin`` (_templates.py), MCP
-servers from ``McpServersMixin`` (_mcp.py)."""
+servers from ``McpServersMixin`` (_mcp.py), secrets from ``SecretsMixin`` (_secrets.py)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from dhub.client._names import fill_placeholders, is_id, pick, placeholders, plu
 from dhub.client._ontologies import OntologiesMixin
 from dhub.client._paths import follow, query, segment
 from dhub.client._runs import RunsMixin
+from dhub.client._secrets import SecretsMixin
 from dhub.client._tables import TablesMixin
 from dhub.client._templates import TemplatesMixin
 
@@ -58,6 +59,7 @@ class Client(
     ConversationsMixin,
     TemplatesMixin,
     McpServersMixin,
+    SecretsMixin,
 ):
     """A client for one dhub server and one API token.
 

@@ -9,7 +9,10 @@ folder_id, tags, description``) and a body of its own:
   resource ``name`` is the function's name (the entry point is looked up by it);
 - a **Role** is a delegate: instructions, an optional model, and tools;
 - a **Template** is a document (Markdown, HTML or text) written in the sandboxed template
-  language of domain/documents.py, with typed ``variables``.
+  language of domain/documents.py, with typed ``variables``;
+- a **Secret** is a value other resources use by reference and nobody reads back
+  (docs/secrets.md): its document says only whether it has a value or which server
+  environment variable holds it.
 
 ``*Spec`` is what a user writes; ``*Response`` adds the server's envelope. ``ResolvedAgent`` is
 what the react runtime gets from ``services.resources.resolve_agent``: every reference replaced
@@ -35,20 +38,12 @@ from dhub.domain.mcp import McpServerBody
 from dhub.knowledge.ontology_schema import OntologyBody
 
 Category = Literal[
-    "prompt",
-    "tool",
-    "actor",
-    "role",
-    "folder",
-    "collection",
-    "template",
-    "table",
-    "ontology",
-    "mcp_server",
-]
+    "prompt", "tool", "actor", "role", "folder", "collection", "template", "table", "ontology",
+    "mcp_server", "secret",
+]  # fmt: skip
 CATEGORIES: tuple[Category, ...] = (
     "prompt", "tool", "actor", "role", "folder", "collection", "template", "table", "ontology",
-    "mcp_server",
+    "mcp_server", "secret",
 )  # fmt: skip
 # The kinds that hold other resources (DESIGN.md 2.2).
 CONTAINERS = frozenset({"folder", "collection"})
@@ -77,6 +72,9 @@ REFERENCE_USE: dict[str, str] = {
     "template": "read",
     "ontology": "read",
     "mcp_server": "run",  # its tools are called on the caller's behalf
+    # A secret's value goes into something the user runs (an MCP server's headers): using it
+    # takes run; reading its document (which never holds the value) takes read.
+    "secret": "run",
 }
 # Where each kind is listed: /api/v1/<plural>.
 PLURALS = {"ontology": "ontologies", "mcp_server": "mcp-servers"}
@@ -265,6 +263,43 @@ class McpServerSpec(ResourceSpec, McpServerBody):
     description: str = ""
 
 
+# Written by the server into a secret's stored document; never taken from a user.
+SECRET_SERVER_FIELDS = ("has_value", "value_updated_at")
+
+
+class SecretSpec(ResourceSpec):
+    """A secret (docs/secrets.md). ``value`` is write-only: it is kept encrypted outside the
+    document and never returned; ``from_env`` names a server environment variable read when
+    the secret is used instead (only admins may set it). ``has_value`` and
+    ``value_updated_at`` are the server's: what a response shows in place of the value."""
+
+    category: Literal["secret"] = Field(default="secret", description="Resource type tag")
+    description: str = ""
+    value: str | None = Field(
+        default=None,
+        exclude=True,  # never dumped, so never stored in the document or its versions
+        repr=False,  # nor shown by a log line or a traceback that prints the spec
+        json_schema_extra={"writeOnly": True},
+        description="Write-only: the secret's value, stored encrypted and never returned. "
+        "Required on create unless from_env is given; on PATCH, a new value rotates it.",
+    )
+    from_env: str | None = Field(
+        default=None,
+        description="Instead of a value: the server environment variable (DHUB_SECRET_...) "
+        "that holds it, read each time the secret is used. Only admins may set it.",
+    )
+    has_value: bool = Field(
+        default=False,
+        json_schema_extra={"readOnly": True},
+        description="Read-only: whether a value is stored (false when from_env gives it).",
+    )
+    value_updated_at: int | None = Field(
+        default=None,
+        json_schema_extra={"readOnly": True},
+        description="Read-only: when the stored value was last set (Unix ms).",
+    )
+
+
 class InlineRoleConfig(SpecModel):
     """An agent's role written inline (an object in ``agent.roles``), as the runtime reads it."""
 
@@ -361,6 +396,10 @@ class OntologyResponse(OntologySpec, _Served):
     model_config = _RESPONSE_CONFIG
 
 
+class SecretResponse(SecretSpec, _Served):
+    model_config = _RESPONSE_CONFIG
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceKind:
     category: Category
@@ -380,6 +419,7 @@ KINDS: dict[str, ResourceKind] = {
     "table": ResourceKind("table", "Table", TableSpec, TableResponse),
     "ontology": ResourceKind("ontology", "Ontology", OntologySpec, OntologyResponse),
     "mcp_server": ResourceKind("mcp_server", "MCP server", McpServerSpec, McpServerResponse),
+    "secret": ResourceKind("secret", "Secret", SecretSpec, SecretResponse),
 }
 
 

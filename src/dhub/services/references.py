@@ -46,6 +46,7 @@ from dhub.domain.resources import (
     ToolOverrides,
     unreachable,
 )
+from dhub.domain.secrets import secret_refs
 from dhub.services.knowledge import collisions, tools_of
 from dhub.store import agents as agent_repo
 from dhub.store import resources as repo
@@ -54,6 +55,7 @@ from dhub.store.db import Conn
 Loc = tuple[str | int, ...]
 _KINDS = (
     "agent", "prompt", "tool", "actor", "role", "table", "template", "ontology", "mcp_server",
+    "secret",
 )  # fmt: skip
 # A stored id: ``<category>.<ulid>`` (lowercase); anything else with a kind's prefix names
 # nothing, and is never sent to the database (PostgreSQL text cannot hold NUL, for one).
@@ -524,4 +526,19 @@ async def check_tool_items(
     errors: list[FieldError] = []
     refs = list(_item_refs(items, at, ("tool",), errors))
     errors += (await check_references(Reach(conn, principal), refs))[1]
+    return errors
+
+
+async def check_secret_references(reach: Reach, document: Any, at: Loc = ()) -> list[FieldError]:
+    """The one ``unreachable`` error, pointing at the reference, for each ``{"secret": id}``
+    in ``document`` (domain/secrets.py) whose secret the principal may not use: run scope and
+    every marking held, at every save and every use. An id of another kind names no secret."""
+    refs = secret_refs(document, at)
+    await reach.load([ref_id for _, ref_id in refs])
+    errors = []
+    for loc, ref_id in refs:
+        if await reach.use(ref_id, "secret") is None:
+            errors.append(
+                FieldError(join(*loc, "secret"), unreachable("secret", ref_id), UNREACHABLE)
+            )
     return errors

@@ -17,12 +17,14 @@ from dhub.domain.functions import ITEM_TAGS
 from dhub.domain.mcp import body_problems as mcp_problems
 from dhub.domain.pointers import from_validation_error, join
 from dhub.domain.resources import (
+    SECRET_SERVER_FIELDS,
     ResourceKind,
     ResourceSpec,
     is_identifier,
     placeholders,
     plural,
 )
+from dhub.domain.secrets import MAX_VALUE, env_name_problem
 from dhub.engine.validate import check_text
 from dhub.knowledge.ontology_schema import schema_problems
 from dhub.knowledge.tables_schema import column_problems
@@ -58,6 +60,8 @@ def collect_resource_errors(
         errors.extend(schema_problems(body))
     elif kind.category == "mcp_server":
         errors.extend(mcp_problems(body))
+    elif kind.category == "secret":
+        errors.extend(_secret_problems(body))
     else:
         errors.extend(_role_problems(body))
     return (spec if not errors else None), _dedupe(errors)
@@ -83,6 +87,36 @@ def _server_owned(kind: ResourceKind, doc: dict[str, Any]) -> list[FieldError]:
                 else f"'{key}' is set by the server: remove it from the document."
             )
             errors.append(FieldError(join(key), message, "read_only"))
+    return errors
+
+
+def _secret_problems(body: dict[str, Any]) -> list[FieldError]:
+    """A value or an environment variable, not both; a value of sensible size; a variable
+    meant for secrets. No message quotes the value (docs/secrets.md)."""
+    errors = [
+        FieldError(join(key), f"'{key}' is set by the server: remove it from the document.",
+                   "read_only")
+        for key in SECRET_SERVER_FIELDS
+        if key in body
+    ]  # fmt: skip
+    value, variable = body.get("value"), body.get("from_env")
+    if value is not None and variable is not None:
+        message = (
+            "Give either 'value' or 'from_env', not both: a secret's value is stored, or read "
+            "from the server's environment (to switch, set the other one to null)."
+        )
+        errors.append(FieldError("/value", message, "exclusive"))
+    if isinstance(value, str):
+        if not value:
+            message = "'value' is empty: give the secret's value."
+            errors.append(FieldError("/value", message, "empty"))
+        elif len(value) > MAX_VALUE:
+            message = f"'value' is over {MAX_VALUE:,} characters: a secret is a key or a token."
+            errors.append(FieldError("/value", message, "too_long"))
+    if isinstance(variable, str):
+        problem = env_name_problem(variable)
+        if problem is not None:
+            errors.append(FieldError("/from_env", problem, "invalid_name"))
     return errors
 
 

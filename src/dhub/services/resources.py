@@ -26,17 +26,25 @@ from dhub.domain.resources import (
     CONTAINERS,
     HOME,
     KINDS,
+    McpServerSpec,
     OntologySpec,
     ResourceKind,
     ResourceSpec,
     RoleSpec,
+    SecretSpec,
 )
-from dhub.services import placement, sharing, table_schema
+from dhub.services import placement, secrets, sharing, table_schema
 from dhub.services.cursors import decode_cursor, encode_cursor
 from dhub.services.ontology_schema_changes import ontology_changes
-from dhub.services.references import check_agent_references, check_tool_items
+from dhub.services.references import (
+    Reach,
+    check_agent_references,
+    check_secret_references,
+    check_tool_items,
+)
 from dhub.services.resolution import UnresolvableAgent, resolve_agent
 from dhub.services.resource_validation import collect_resource_errors
+from dhub.services.secret_vault import SecretVault
 from dhub.store import audit, tree
 from dhub.store import ontology as ontology_store
 from dhub.store import resources as repo
@@ -81,17 +89,22 @@ def _kind(category: str) -> ResourceKind:
 
 
 class ResourceService:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, vault: SecretVault | None = None) -> None:
         self.db = db
+        self.vault = vault  # encrypts secrets' values (services/secrets.py)
         self._reach = shares.ReachCache()
 
     # -- documents ------------------------------------------------------------------------------
 
     @staticmethod
     async def _references(conn: Conn, principal: Principal, spec: ResourceSpec) -> list[FieldError]:
-        """The problems with a valid document's references (a role's tools)."""
+        """The problems with a valid document's references (a role's tools, an MCP server's
+        secrets: the saver must be able to use each one, docs/secrets.md)."""
         if isinstance(spec, RoleSpec):
             return await check_tool_items(conn, principal, spec.tools, ("tools",))
+        if isinstance(spec, McpServerSpec):
+            used = spec.model_dump(include={"headers", "env"})
+            return await check_secret_references(Reach(conn, principal), used)
         return []
 
     async def validate(self, principal: Principal, category: str, doc: Any) -> dict[str, Any]:
@@ -99,6 +112,8 @@ class ResourceService:
         if spec is not None:
             async with self.db.read(snapshot=True) as conn:
                 errors = await self._references(conn, principal, spec)
+            if isinstance(spec, SecretSpec):
+                errors += secrets.problems_for(principal, spec)
         return {"valid": not errors, "errors": [e.as_dict() for e in errors]}
 
     async def create(self, principal: Principal, category: str, doc: Any) -> ResourceView:
@@ -120,6 +135,9 @@ class ResourceService:
         import: the table and its rows in one transaction)."""
         category = spec.category
         resource_id, now = new_id(category), now_ms()
+        pending = secrets.Pending()
+        if isinstance(spec, SecretSpec):  # the value is stored apart, never in the document
+            spec, pending = secrets.on_create(principal, spec, now)
         errors = await self._references(conn, principal, spec)
         if errors:
             raise InvalidInput(errors)
@@ -146,6 +164,7 @@ class ResourceService:
             raise _name_conflict(spec, None, principal) from exc
         await repo.insert_version(conn, resource_id, 1, document, principal.user_id, now)
         await table_schema.created(conn, resource_id, spec)
+        await secrets.apply(conn, self.vault, resource_id, pending, principal.user_id, now)
         await set_tags(conn, resource_id, spec.tags or [])
         await shares.add_owners(conn, resource_id, [principal.user_id])
         await tree.place(conn, resource_id, to.parent)
@@ -245,13 +264,17 @@ class ResourceService:
             scope = _require(principal, "read" if only_owners else "edit", found).scope
             owners, errors = await self._patched_owners(conn, principal, found, patch)
             current = orjson.loads(found.record.document)
-            spec, doc_errors = collect_resource_errors(kind, _patched(current, doc_patch))
+            base = secrets.editable(current) if category == "secret" else current
+            spec, doc_errors = collect_resource_errors(kind, _patched(base, doc_patch))
             if spec is not None and spec.model_dump_json() != found.record.document:
                 doc_errors = await self._references(conn, principal, spec)  # a new version
                 if isinstance(spec, OntologySpec) and not doc_errors:
                     doc_errors = await ontology_changes(conn, resource_id, current, spec)
             if errors or doc_errors or spec is None:
                 raise InvalidInput([*doc_errors, *errors])
+            pending, now = secrets.Pending(), now_ms()
+            if isinstance(spec, SecretSpec):  # before any write: from_env is admins' only
+                spec, pending = secrets.on_patch(principal, current, spec, now)
             if placement.is_home(found.record):
                 _check_home_kept(current, spec)
                 moved_to = None
@@ -267,6 +290,7 @@ class ResourceService:
                 seen = policy.access(principal, owners, found.grant, (), found.above)
                 scope = seen.scope if seen else None
             record = await self._store(conn, principal, found.record, spec)
+            await secrets.apply(conn, self.vault, resource_id, pending, principal.user_id, now)
             if moved_to is not None:
                 was = current.get("collection_id")
                 await placement.move(conn, principal, resource_id, was, moved_to)
@@ -325,6 +349,7 @@ class ResourceService:
             if category in CONTAINERS:
                 await _check_empty(conn, record)
             await table_schema.deleted(conn, category, resource_id)
+            await secrets.deleted(conn, category, resource_id)
             if category == "ontology":
                 await ontology_store.delete_all(conn, resource_id)
             await repo.delete_resource(conn, resource_id)

@@ -29,10 +29,12 @@ from dhub.runtime.ports import RealClock, SandboxFunctions
 from dhub.runtime.queue import QUEUE, RunQueue
 from dhub.runtime.worker import QueueWorker, handoff
 from dhub.sandbox.runner import SandboxRunner, SandboxSettings
+from dhub.services import secrets
 from dhub.services.builtins import install_builtins
 from dhub.services.knowledge import KnowledgeCalls
 from dhub.services.mcp_client import McpClients
 from dhub.services.runs import Graphs
+from dhub.services.secret_vault import SecretVault
 from dhub.settings import Settings, secure_data_dir
 from dhub.store.db import Database
 
@@ -61,6 +63,7 @@ class Runtime:
     graphs: Graphs
     executor: RunExecutor
     dispatch: Dispatch
+    vault: SecretVault  # secrets' values (services/secrets.py)
     queue: RunQueue | None = None
     worker: QueueWorker | None = None
     listener: Listener | None = None
@@ -167,6 +170,8 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
     """The runtime of one process, its database migrated. ``worker``: this process takes
     jobs (distributed mode; ignored when embedded, where the server executes everything)."""
     secure_data_dir(settings.data_dir)
+    vault = SecretVault.open(settings.data_dir, settings.secret_key)
+    secrets.install(vault)  # for what reveals values without a vault at hand (MCP servers)
     db = Database(settings.database_url)
     await db.migrate()
     await install_builtins(db)  # the built-in agents of this dhub, installed or upgraded
@@ -196,10 +201,10 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
     )
     if queue is None:
         return Runtime(
-            settings, db, sandbox, providers, graphs, executor, InProcess(executor), mcp=mcp
+            settings, db, sandbox, providers, graphs, executor, InProcess(executor), vault, mcp=mcp
         )
     runtime = Runtime(
-        settings, db, sandbox, providers, graphs, executor, Queued(db, queue), queue, mcp=mcp
+        settings, db, sandbox, providers, graphs, executor, Queued(db, queue), vault, queue, mcp=mcp
     )
     if worker is not None:
         runtime.worker = QueueWorker(

@@ -445,3 +445,19 @@ ontology_links = Table(
     Column("created_at", BigInteger, nullable=False),
     Index("ix_ontology_links_to", "ontology_id", "link_type", "to_key", "from_key"),
 )
+
+# -- secrets (services/secrets.py) --------------------------------------------------------------
+# A secret is a resource (category "secret"); its value lives here, never in its document or
+# its versions: Fernet-encrypted (the key is the server's, not the database's), one row per
+# secret, gone with it.
+
+secret_values = Table(
+    "secret_values",
+    metadata,
+    Column(
+        "secret_id", String(64), ForeignKey("resources.id", ondelete="CASCADE"), primary_key=True
+    ),
+    Column("ciphertext", Text, nullable=False),
+    Column("updated_by", String(200), nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+)
