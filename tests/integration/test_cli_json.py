@@ -4,6 +4,7 @@ of the typer app, so a new command without ``--json`` fails here."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -15,10 +16,12 @@ from typer.testing import CliRunner, Result
 
 from dhub.cli.main import app
 from dhub.client import Client
+from dhub.settings import Settings
 from tests.conftest import ADMIN_TOKEN, FIXTURES, ROOT
 from tests.integration.test_conversations_api import ECHO
 from tests.integration.test_runs_api import REFUND
 from tests.support.cli import commands
+from tests.support.mcp_servers import http_server
 
 TRIAGE = FIXTURES / "valid" / "workflow_triage.json"
 URGENT = ("--input", "ticket=Total outage since 9am", "--input", "customer=acme")
@@ -64,6 +67,12 @@ class Cli:
 
 
 @pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """The walk's MCP server is on this machine's loopback: allowed, as an operator would."""
+    return dataclasses.replace(settings, mcp_allowed_hosts=("127.0.0.1",))
+
+
+@pytest.fixture
 def api(client: TestClient) -> Client:
     return Client(str(client.base_url), ADMIN_TOKEN, http=client)
 
@@ -79,6 +88,7 @@ def test_every_command_prints_json(api: Client, tmp_path: Path) -> None:
     templates(cli, api, tmp_path)
     ontologies(cli, api, tmp_path)
     secrets(cli, api)
+    mcp_servers(cli, api, tmp_path)
     removals(cli, api)
     assert cli.ran == cli.paths - WITHOUT_JSON
 
@@ -337,6 +347,18 @@ def templates(cli: Cli, api: Client, tmp_path: Path) -> None:
     target = tmp_path / "out.md"
     saved = cli("runs", "artifact", run.id, artifact["id"], "-o", target)
     assert saved["path"] == str(target) and target.read_text() == EXPECTED
+
+
+def mcp_servers(cli: Cli, api: Client, tmp_path: Path) -> None:
+    with http_server() as url:
+        document = tmp_path / "weather.yaml"
+        document.write_text(f"name: weather\ntransport: streamable_http\nurl: {url}\n")
+        made = cli("mcp-servers", "create", document)
+        assert cli("mcp-servers", "list") == list(api.iter_mcp_servers())
+        assert cli("mcp-servers", "get", "weather") == made
+        listed = cli("mcp-servers", "tools", "weather", "--refresh")
+        assert "forecast" in [t["name"] for t in listed["data"]]
+        assert cli("mcp-servers", "delete", "weather") == {"id": made["id"], "deleted": True}
 
 
 def secrets(cli: Cli, api: Client) -> None:

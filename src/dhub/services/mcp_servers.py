@@ -27,6 +27,7 @@ from dhub.domain.mcp import BOUND, McpToolsUse, SecretRef, mcp_tool, split_argum
 from dhub.domain.pointers import join
 from dhub.domain.resources import McpServerSpec, unreachable
 from dhub.engine.state import CallKnowledge, Done
+from dhub.services import secrets
 from dhub.services.mcp_client import McpClients, McpFailure, Target
 from dhub.services.references import Reach
 from dhub.store.db import Conn, Database
@@ -77,13 +78,12 @@ async def _value(conn: Conn, row: ResourceRow, value: str | SecretRef) -> str:
 
 
 async def _reveal(conn: Conn, principal: Principal, secret_id: str) -> str | None:
-    """The secret's value when ``principal`` may use it (services/secrets.py)."""
+    """The secret's value when ``principal`` may use it (services/secrets.py); a usable one
+    with no value here (an unset variable, a key that cannot open it) says why."""
     try:
-        from dhub.services import secrets  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    value: str | None = await secrets.reveal_in(conn, principal, secret_id)
-    return value
+        return await secrets.reveal_in(conn, principal, secret_id)
+    except secrets.SecretProblem as exc:
+        raise SecretUnavailable(f"The secret '{secret_id}' this MCP server uses: {exc}") from exc
 
 
 # -- what agents get ----------------------------------------------------------------------------
