@@ -20,10 +20,15 @@ def dumps(value: Any) -> str:
     try:
         return orjson.dumps(value, option=_OPTIONS).decode()
     except TypeError:
-        return json.dumps(value)
+        # Marked by a leading space (JSON allows it; orjson never writes one): orjson would
+        # read its integers beyond 64 bits back as floats, silently, so ``loads`` gives such
+        # a text to the stdlib, found at no cost to every other text.
+        return " " + json.dumps(value)
 
 
 def loads(text: str | bytes) -> Any:
+    if text[:1] in (" ", b" "):  # written by the stdlib (``dumps``)
+        return json.loads(text)
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
