@@ -37,6 +37,7 @@ from dhub.api.routers import (
     runs,
     tables,
     templates,
+    triggers,
     workers,
 )
 from dhub.domain.agent import AgentSpec
@@ -54,6 +55,7 @@ from dhub.services.runs import RunService, TaskService
 from dhub.services.runtime import WorkerOptions, open_runtime, stop_watch
 from dhub.services.tables import TableService
 from dhub.services.templates import ArtifactService, TemplateService
+from dhub.services.triggers import TriggerService
 from dhub.settings import Settings
 
 log = logging.getLogger("dhub")
@@ -92,6 +94,7 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             ontologies=OntologyService(db),
             openai=OpenAICompatService(agent_service, run_service, conversation_service),
             mcp_servers=McpServerService(db, runtime.mcp),
+            triggers=TriggerService(db, agent_service, run_service, runtime.vault),
         )
         app.state.services = services
         app.state.runtime = runtime
@@ -170,7 +173,9 @@ def _shared_routes() -> list[BaseRoute]:
     app.router.routes.append(Route(mcp.PATH, mcp.Endpoint(), methods=["POST"]))
     app.include_router(openai_compat.router, prefix="/v1")  # OpenAI's clients (docs/openai.md)
     app.include_router(a2a.router)  # other agent platforms (docs/a2a.md)
+    app.include_router(triggers.hooks)  # webhooks' deliveries (docs/triggers.md)
     app.include_router(agents.router, prefix="/api/v1")
+    app.include_router(triggers.router, prefix="/api/v1")
     app.include_router(principals.router, prefix="/api/v1")
     app.include_router(runs.router, prefix="/api/v1")
     app.include_router(conversations.router, prefix="/api/v1")

@@ -24,6 +24,7 @@ from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
 from dhub.services.tables import TableService
 from dhub.services.templates import ArtifactService, TemplateService
+from dhub.services.triggers import TriggerService
 from dhub.store.db import Database
 
 
@@ -45,6 +46,7 @@ class Services:
     ontologies: OntologyService  # an ontology's objects and links
     openai: OpenAICompatService  # the OpenAI-compatible API (/v1)
     mcp_servers: McpServerService  # what MCP servers offer (their tools)
+    triggers: TriggerService  # webhooks and schedules (docs/triggers.md)
 
 
 async def services(request: Request) -> Services:

@@ -447,6 +447,12 @@ class AgentService:
                 return found
             after = rows[-1].record.id
 
+    async def editable(self, principal: Principal, agent_id: str) -> repo.AgentRecord:
+        """The agent, when the caller may edit it (its triggers, say)."""
+        async with self.db.read() as conn:
+            record = (await self._load(conn, principal, agent_id, "edit")).record
+        return record
+
     async def runnable(self, principal: Principal, agent_id: str) -> repo.AgentRecord:
         async with self.db.read() as conn:
             record = (await self._load(conn, principal, agent_id, "run")).record

@@ -224,6 +224,21 @@ class RunService:
         its payload, ``sys.event`` holds it. A repeated idempotency key gives the run the
         first event started (and False), never a second run."""
         kind, payload, key = _event_body(body)
+        event = {"type": kind, "payload": payload}
+        return await self.start_once(who, agent_id, payload, key, event)
+
+    async def start_once(
+        self,
+        who: Principal,
+        agent_id: str,
+        inputs: dict[str, Any],
+        key: str | None,
+        event: dict[str, Any],
+    ) -> tuple[store.RunRecord, bool]:
+        """A run from an event (an API call, a webhook delivery, a schedule's tick) with
+        ``inputs``; ``sys.event`` holds ``event``. A repeated ``key`` gives the run the first
+        one started (and False), never a second: the database's unique key decides, so it
+        holds across processes too."""
         if key is not None:
             record = await self.agents.runnable(who, agent_id)
             if record.is_builtin:
@@ -232,9 +247,8 @@ class RunService:
                 found = await store.find_by_idempotency_key(conn, agent_id, key)
             if found is not None:
                 return found, False
-        event = {"type": kind, "payload": payload}
         try:
-            run = await self.launch(who, agent_id, payload, None, key, {"event": event})
+            run = await self.launch(who, agent_id, inputs, None, key, {"event": event})
         except IntegrityError:  # the same key, started concurrently: that run it is
             async with self.db.read() as conn:
                 found = await store.find_by_idempotency_key(conn, agent_id, str(key))

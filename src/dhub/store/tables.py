@@ -461,3 +461,44 @@ secret_values = Table(
     Column("updated_by", String(200), nullable=False),
     Column("updated_at", BigInteger, nullable=False),
 )
+
+# -- triggers (services/triggers.py) ------------------------------------------------------------
+# Webhooks and schedules that start an agent's runs as the user who made them; a webhook's
+# secret sealed as secrets' values are; each delivery or tick in the history.
+
+triggers = Table(
+    "triggers",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column(
+        "agent_id",
+        String(64),
+        ForeignKey("agents.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    Column("type", String(20), nullable=False),
+    Column("document", Text, nullable=False),
+    Column("secret", Text),
+    Column("created_by", String(200), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("stopped_reason", Text),
+    Column("next_fire_at", BigInteger, index=True),
+    Column("last_fire_at", BigInteger),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+)
+
+trigger_events = Table(
+    "trigger_events",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("trigger_id", String(64), ForeignKey("triggers.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", String(20), nullable=False),
+    Column("key", String(200)),
+    Column("status", String(20), nullable=False),
+    Column("reason", Text),
+    Column("run_id", String(64)),
+    Column("at", BigInteger, nullable=False),
+    Index("ix_trigger_events_trigger", "trigger_id", "id"),
+)
