@@ -74,13 +74,16 @@ def http_server() -> tuple[str, uvicorn.Server]:
     return f"http://127.0.0.1:{port}/mcp", runner
 
 
-async def timed(calls: int, call: Callable[[], Awaitable[Any]]) -> list[float]:
+async def timed(calls: int, call: Callable[[], Awaitable[Any]]) -> tuple[list[float], float]:
+    """Each call's wall time (ms), and the process's CPU time per call (ms): steadier on a
+    loaded machine, and in one process both the client's and (HTTP) the server's work."""
     samples = []
+    cpu = time.process_time()
     for _ in range(calls):
         start = time.perf_counter()
         await call()
         samples.append((time.perf_counter() - start) * 1000)
-    return samples
+    return samples, (time.process_time() - cpu) * 1000 / calls
 
 
 async def main(calls: int, rounds: int) -> None:
@@ -103,6 +106,7 @@ async def main(calls: int, rounds: int) -> None:
     port = KnowledgeCalls(db, ADMIN_ID, "run.bench", clients)
     env_python = None
     results: dict[str, dict[str, list[float]]] = {}
+    cpu_results: dict[str, dict[str, float]] = {}
     for transport, doc in docs.items():
         server_id = (await resources.create(admin, "mcp_server", doc)).record.id
         request = CallKnowledge(
@@ -127,24 +131,33 @@ async def main(calls: int, rounds: int) -> None:
 
             await direct_call()
             runs: dict[str, list[float]] = {"direct": [], "dhub": []}
+            cpus: dict[str, list[float]] = {"direct": [], "dhub": []}
             for _ in range(rounds):
-                runs["direct"] += await timed(calls, direct_call)
-                runs["dhub"] += await timed(calls, through_dhub)
+                for path, call in (("direct", direct_call), ("dhub", through_dhub)):
+                    samples, cpu = await timed(calls, call)
+                    runs[path] += samples
+                    cpus[path].append(cpu)
         results[transport] = runs
+        cpu_results[transport] = {k: statistics.median(v) for k, v in cpus.items()}
     await clients.close()
     await sandbox.close()
     await db.dispose()
     http.should_exit = True
     print(f"{calls} calls x {rounds} rounds per path; python {sys.version.split()[0]}, "
           f"base {base_python()}")  # fmt: skip
-    print(f"{'transport':10} {'path':7} {'median ms':>10} {'p95 ms':>8} {'added ms':>9}")
+    print(f"{'transport':10} {'path':7} {'median ms':>10} {'p95 ms':>8} {'added ms':>9}"
+          f" {'CPU ms':>8} {'added':>7}")  # fmt: skip
     for transport, runs in results.items():
         base = statistics.median(runs["direct"])
+        base_cpu = cpu_results[transport]["direct"]
         for path, samples in runs.items():
             median = statistics.median(samples)
             p95 = statistics.quantiles(samples, n=20)[18]
+            cpu = cpu_results[transport][path]
             added = "" if path == "direct" else f"{median - base:+.3f}"
-            print(f"{transport:10} {path:7} {median:10.3f} {p95:8.3f} {added:>9}")
+            added_cpu = "" if path == "direct" else f"{cpu - base_cpu:+.3f}"
+            print(f"{transport:10} {path:7} {median:10.3f} {p95:8.3f} {added:>9}"
+                  f" {cpu:8.3f} {added_cpu:>7}")  # fmt: skip
 
 
 def _version(name: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, update
 
 from dhub.store.db import Conn
 from dhub.store.tables import conversation_messages, conversations
@@ -53,9 +53,8 @@ async def insert_conversation(conn: Conn, record: ConversationRecord) -> None:
 
 
 async def get_conversation(conn: Conn, conversation_id: str) -> ConversationRecord | None:
-    row = (
-        await conn.execute(select(*_COLUMNS).where(conversations.c.id == conversation_id))
-    ).first()
+    # Statements built once (as store/runs.py's): every chat turn reads both (bench/README.md).
+    row = (await conn.execute(_GET, {"conversation_id": conversation_id})).first()
     return ConversationRecord(*row) if row else None
 
 
@@ -74,13 +73,17 @@ async def list_for_user(
 
 
 async def messages(conn: Conn, conversation_id: str) -> list[MessageRecord]:
-    table = conversation_messages
-    rows = await conn.execute(
-        select(table.c.seq, table.c.role, table.c.content, table.c.run_id, table.c.created_at)
-        .where(table.c.conversation_id == conversation_id)
-        .order_by(table.c.seq)
-    )
+    rows = await conn.execute(_MESSAGES, {"conversation_id": conversation_id})
     return [MessageRecord(*row) for row in rows]
+
+
+_GET = select(*_COLUMNS).where(conversations.c.id == bindparam("conversation_id"))
+_M = conversation_messages.c
+_MESSAGES = (
+    select(_M.seq, _M.role, _M.content, _M.run_id, _M.created_at)
+    .where(_M.conversation_id == bindparam("conversation_id"))
+    .order_by(_M.seq)
+)
 
 
 async def take_turn(conn: Conn, conversation_id: str, run_id: str, after: str | None) -> bool:
