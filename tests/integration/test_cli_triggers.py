@@ -65,6 +65,10 @@ def test_the_sdk_makes_a_webhook_and_posts_to_it(api: Client) -> None:
         ("started", sent["run_id"]),
     ]
 
+    [newest] = api.trigger_history(agent, hook["id"], limit=1)
+    [older] = api.trigger_history(agent, hook["id"], before=newest["id"])
+    assert (newest["status"], older["status"]) == ("repeated", "started")
+
     rotated = api.rotate_trigger_secret(agent, hook["id"])
     assert rotated["secret"] != hook["secret"]
     with pytest.raises(Unauthenticated):
@@ -112,6 +116,9 @@ def test_the_cli_makes_sends_and_shows(dhub: Any, api: Client, tmp_path: Path) -
     lines = shown.stdout.splitlines()
     assert lines[0].split()[:4] == ["AT", "KIND", "STATUS", "RUN"]
     assert [line.split()[3] for line in lines[1:]][-2:] == ["repeated", "started"]
+    newest = api.trigger_history(agent, hook["id"], limit=1)[0]["id"]
+    paged = dhub("triggers", "history", "ticket-triage", hook["id"], "--before", newest)
+    assert len(paged.stdout.splitlines()) == len(lines) - 1
 
     disabled = dhub("triggers", "disable", "ticket-triage", hook["id"])
     assert disabled.stdout.startswith(f"disabled {hook['id']}")

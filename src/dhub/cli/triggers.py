@@ -184,11 +184,14 @@ def history(
     agent: AgentArgument,
     trigger: TriggerArgument,
     limit: Annotated[int, typer.Option("--limit", min=1, max=200, help="How many.")] = 50,
+    before: Annotated[
+        str | None, typer.Option("--before", help="Older than this event id (the next page).")
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Each delivery or tick, newest first: its run, or why it was refused."""
     with reporting_errors():
-        found = client_from(ctx).trigger_history(agent, trigger, limit=limit)
+        found = client_from(ctx).trigger_history(agent, trigger, limit=limit, before=before)
     if as_json:
         echo_json(found)
     elif not found:

@@ -118,7 +118,11 @@ class TriggersMixin:
         (``Unauthenticated`` for a bad signature, ``InvalidInput`` for missing inputs)."""
         import httpx
 
-        from dhub.client._exceptions import ServerUnreachable, error_from_response
+        from dhub.client._exceptions import (
+            DhubClientError,
+            ServerUnreachable,
+            error_from_response,
+        )
 
         raw = body.encode() if isinstance(body, str) else bytes(body)
         headers = {"User-Agent": "dhub-client/0.1",
@@ -130,7 +134,16 @@ class TriggersMixin:
                                     url=url) from exc  # fmt: skip
         if response.is_error:
             raise error_from_response(response)
-        return {**response.json(), "repeated": response.status_code == 200}
+        try:
+            answer = response.json()
+        except ValueError:
+            answer = None
+        if not isinstance(answer, dict) or "run_id" not in answer:
+            raise DhubClientError(
+                f"{url} answered {response.status_code} without a run: is it a dhub webhook's "
+                "URL (…/hooks/trigger.…)?"
+            )
+        return {**answer, "repeated": response.status_code == 200}
 
     def _trigger_path(self, agent: str, trigger: str) -> str:
         return f"{self._agent_path(agent)}/triggers/{segment(trigger)}"
