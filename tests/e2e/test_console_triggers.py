@@ -1,5 +1,6 @@
 """The console's Triggers section (issue 21) in headless Chromium against a real `dhub serve`:
-on the triage example's page an editor creates a webhook, copies its secret from the box that
+on the triage example's page an editor creates a webhook (a mapping that is not JSON refused
+before it is sent), copies its secret from the box that
 says it is shown once, a delivery signed with ``dhub.client.sign_delivery`` starts a run, and
 the trigger's history shows it with a link to the run; a wrong signature shows as refused with
 its reason; disabling shows the stopped reason. Needs what tests/e2e/test_console.py needs
@@ -17,7 +18,7 @@ import pytest
 
 from dhub.client import sign_delivery
 from tests.e2e.browser import Page
-from tests.e2e.test_console import TOKEN, agent_named, sign_in, snap
+from tests.e2e.test_console import TOKEN, agent_named, api, sign_in, snap
 from tests.e2e.test_serve import Server
 
 
@@ -40,6 +41,13 @@ def test_make_a_webhook_and_see_its_deliveries(server: Server, page: Page, shots
     expect(section).to_contain_text("No triggers yet.")
 
     section.get_by_label("Webhook name").fill("helpdesk")
+    section.get_by_text("Options: mapping, allowed sources").click()
+    mapping = section.get_by_label("Mapping", exact=False)
+    mapping.fill("{ticket: body.title}")
+    section.get_by_role("button", name="Create webhook").click()
+    expect(section.get_by_role("alert")).to_contain_text("Mapping: not JSON")
+    expect(page.get_by_test_id("trigger-row")).to_have_count(0)
+    mapping.fill(json.dumps({"ticket": "{{ body.issue.title }}", "customer": "acme"}))
     section.get_by_role("button", name="Create webhook").click()
     box = page.get_by_test_id("trigger-secret-box")
     expect(box).to_contain_text("Shown once.")
@@ -55,10 +63,12 @@ def test_make_a_webhook_and_see_its_deliveries(server: Server, page: Page, shots
     expect(box).to_have_count(0)
 
     # An outside system posts a signed delivery; a forged one is refused.
-    body = json.dumps({"ticket": "Checkout page shows an error", "customer": "acme"}).encode()
+    body = json.dumps({"issue": {"title": "Checkout page shows an error"}}).encode()
     good = httpx.post(url, content=body, headers=sign_delivery(secret, body, delivery="hd-1"))
     assert good.status_code == 202, good.text
     run_id = good.json()["run_id"]
+    run = api(server, "GET", f"/runs/{run_id}")
+    assert run["inputs"] == {"ticket": "Checkout page shows an error", "customer": "acme"}
     forged = httpx.post(url, content=body, headers=sign_delivery("whsec_forged", body))
     assert forged.status_code == 401
 

@@ -195,14 +195,37 @@ function TriggerRow({ agentId, trigger, onChanged, onSecret, onRemoved }: {
   )
 }
 
+/** The webhook's config from the form: an optional mapping (JSON) and allowed sources. */
+function webhookConfig(mapping: string, sources: string): Record<string, unknown> {
+  const config: Record<string, unknown> = { type: 'webhook' }
+  if (mapping.trim()) {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(mapping)
+    } catch (e) {
+      throw new Error(`Mapping: not JSON (${e instanceof Error ? e.message : String(e)}). Write an object, e.g. {"ticket": "{{ body.title }}"}.`)
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new Error('Mapping: write an object of start variable to value, e.g. {"ticket": "{{ body.title }}"}.')
+    }
+    config.mapping = parsed
+  }
+  const allowed = sources.split(/[\s,]+/).filter(Boolean)
+  if (allowed.length) config.allowed_sources = allowed
+  return config
+}
+
 function NewWebhook({ agentId, onMade }: { agentId: string; onMade: (t: Trigger) => void }) {
   const [name, setName] = useState('webhook')
+  const [mapping, setMapping] = useState('')
+  const [sources, setSources] = useState('')
   const [error, setError] = useState<string | null>(null)
   const [busy, setBusy] = useState(false)
   const create = async () => {
     setBusy(true)
     try {
-      onMade(await api.post<Trigger>(`/agents/${agentId}/triggers`, { name, config: { type: 'webhook' } }))
+      const config = webhookConfig(mapping, sources)
+      onMade(await api.post<Trigger>(`/agents/${agentId}/triggers`, { name, config }))
       setError(null)
     } catch (e) {
       setError(errorText(e))
@@ -211,14 +234,28 @@ function NewWebhook({ agentId, onMade }: { agentId: string; onMade: (t: Trigger)
     }
   }
   return (
-    <form className="row" onSubmit={(e) => { e.preventDefault(); void create() }}>
-      <div className="field">
-        <label htmlFor="new-webhook-name">Webhook name</label>
-        <input id="new-webhook-name" value={name} onChange={(e) => setName(e.target.value)} required maxLength={200} />
+    <form onSubmit={(e) => { e.preventDefault(); void create() }} data-testid="new-webhook">
+      <div className="row">
+        <div className="field">
+          <label htmlFor="new-webhook-name">Webhook name</label>
+          <input id="new-webhook-name" value={name} onChange={(e) => setName(e.target.value)} required maxLength={200} />
+        </div>
+        <div className="field">
+          <button type="submit" className="primary" disabled={busy}>{busy ? 'Creating…' : 'Create webhook'}</button>
+        </div>
       </div>
-      <div className="field">
-        <button type="submit" className="primary" disabled={busy}>{busy ? 'Creating…' : 'Create webhook'}</button>
-      </div>
+      <details>
+        <summary>Options: mapping, allowed sources</summary>
+        <div className="field">
+          <label htmlFor="new-webhook-mapping">Mapping (JSON: start variable → value or expression; empty: the body is the inputs)</label>
+          <textarea id="new-webhook-mapping" rows={3} value={mapping} onChange={(e) => setMapping(e.target.value)}
+            placeholder={'{"ticket": "{{ body.issue.title }}", "customer": "{{ headers[\'x-customer\'] }}"}'} />
+        </div>
+        <div className="field">
+          <label htmlFor="new-webhook-sources">Allowed sources (addresses or CIDR networks, comma-separated; empty: anywhere)</label>
+          <input id="new-webhook-sources" value={sources} onChange={(e) => setSources(e.target.value)} placeholder="192.0.2.0/24" />
+        </div>
+      </details>
       {error && <p className="error-box" role="alert">{error}</p>}
     </form>
   )
