@@ -65,9 +65,11 @@ SAYS = {
     # the models listed, then the demo model's answer, read through the official client
     "docs/openai.md": ["'support-assistant'", "Order A-1001: order_id A-1001"],
     "docs/mcp.md": ['"outputs":{"category":"bug","summary":"bug from anonymous"}'],
+    # the example script twice (a retry: the same run), the signed Python and curl deliveries
+    "docs/triggers.md": ["(a retry: the first run)", "202 run.", "started run."],
 }
 # Error statuses the text shows on purpose, by file: {status: how many times}.
-HTTP_ERRORS_SHOWN = {"README.md": {422: 1}}
+HTTP_ERRORS_SHOWN = {"README.md": {422: 1}, "docs/triggers.md": {401: 1}}
 SHELLS, PYTHONS = ("sh", "bash", "shell"), ("python", "py")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -89,6 +90,7 @@ def test_every_command_prints_json(api: Client, tmp_path: Path) -> None:
     ontologies(cli, api, tmp_path)
     secrets(cli, api)
     mcp_servers(cli, api, tmp_path)
+    triggers(cli, api, tmp_path)
     removals(cli, api)
     assert cli.ran == cli.paths - WITHOUT_JSON
 
@@ -377,6 +379,33 @@ def secrets(cli: Cli, api: Client) -> None:
     assert cli("secrets", "mark", "gh-token", "marking.pii")["markings"] == ["marking.pii"]
     assert cli("secrets", "unmark", "gh-token", "marking.pii")["markings"] == []
     assert cli("secrets", "delete", "gh-token") == {"id": made["id"], "deleted": True}
+
+
+def triggers(cli: Cli, api: Client, tmp_path: Path) -> None:
+    document = tmp_path / "hook.json"
+    document.write_text(json.dumps({"name": "helpdesk", "config": {"type": "webhook"}}))
+    made = cli("triggers", "create", "ticket-triage", "-f", document)
+    assert made["secret"].startswith("whsec_")
+    shown = {k: v for k, v in made.items() if k != "secret"}
+    assert cli("triggers", "list", "ticket-triage") == [shown]
+    assert cli("triggers", "get", "ticket-triage", made["id"]) == shown
+    payload = tmp_path / "ticket.json"
+    payload.write_text(json.dumps({"ticket": "Checkout page shows an error"}))
+    send = ("triggers", "send", made["url"], "--secret-env", "DHUB_TEST_HOOK", "-f", payload)
+    os.environ["DHUB_TEST_HOOK"] = made["secret"]
+    try:
+        sent = cli(*send, "--delivery", "walk-1")
+    finally:
+        del os.environ["DHUB_TEST_HOOK"]
+    assert sent["run_id"].startswith("run.") and sent["repeated"] is False
+    [event] = cli("triggers", "history", "ticket-triage", made["id"])
+    assert (event["status"], event["run_id"], event["key"]) == ("started", sent["run_id"], "walk-1")
+    assert cli("triggers", "disable", "ticket-triage", made["id"])["status"] == "stopped"
+    assert cli("triggers", "enable", "ticket-triage", made["id"])["status"] == "active"
+    rotated = cli("triggers", "rotate-secret", "ticket-triage", made["id"])
+    assert rotated["secret"] not in ("", made["secret"])
+    gone = cli("triggers", "delete", "ticket-triage", made["id"])
+    assert gone == {"id": made["id"], "deleted": True}
 
 
 def removals(cli: Cli, api: Client) -> None:

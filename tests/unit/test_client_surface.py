@@ -75,12 +75,14 @@ PUBLIC = [
     "Task",
     "Template",
     "Token",
+    "Trigger",
     "Turn",
     "TurnStream",
     "Unauthenticated",
     "UnknownName",
     "User",
     "ValidationResult",
+    "sign_delivery",
 ]
 
 
@@ -453,6 +455,15 @@ CLIENT_METHODS = {
     "list_secrets": ["name", "q", "limit", "cursor"],
     "set_secret_value": ["secret", "value"],
     "update_secret": ["secret", "patch"],
+    # triggers
+    "create_trigger": ["agent", "doc"],
+    "delete_trigger": ["agent", "trigger"],
+    "get_trigger": ["agent", "trigger"],
+    "list_triggers": ["agent"],
+    "rotate_trigger_secret": ["agent", "trigger"],
+    "send_delivery": ["url", "secret", "body", "delivery"],
+    "trigger_history": ["agent", "trigger", "limit", "before"],
+    "update_trigger": ["agent", "trigger", "patch"],
 }  # fmt: skip
 
 

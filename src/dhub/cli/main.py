@@ -33,6 +33,7 @@ from dhub.cli import (
     tasks,
     templates,
     tokens,
+    triggers,
     users,
 )
 from dhub.cli._common import Connection
@@ -53,6 +54,7 @@ app.add_typer(tasks.app, name="tasks")
 app.add_typer(templates.app, name="templates")
 app.add_typer(mcp_servers.app, name="mcp-servers")
 app.add_typer(secrets.app, name="secrets")
+app.add_typer(triggers.app, name="triggers")
 app.command()(users.me)
 app.command()(audit)
 app.command("run")(run.run_file)

@@ -69,6 +69,7 @@ from dhub.client._models import (
     User,
     ValidationResult,
 )
+from dhub.client._triggers import Trigger, sign_delivery
 
 __all__ = [
     "DEFAULT_URL",
@@ -116,12 +117,14 @@ __all__ = [
     "Task",
     "Template",
     "Token",
+    "Trigger",
     "Turn",
     "TurnStream",
     "Unauthenticated",
     "UnknownName",
     "User",
     "ValidationResult",
+    "sign_delivery",
 ]
 
 # Show the public path in reprs and tracebacks (dhub.client.NotFound, not ..._exceptions),

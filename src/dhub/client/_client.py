@@ -3,7 +3,8 @@ identity and sharing methods come from ``AccessMixin`` (_access.py), the run and
 from ``RunsMixin`` (_runs.py), chat from ``ConversationsMixin`` (_conversations.py), folders
 and collections from ``FoldersMixin`` (_folders.py), tables from ``TablesMixin``
 (_tables.py), templates and run artifacts from ``TemplatesMixin`` (_templates.py), MCP
-servers from ``McpServersMixin`` (_mcp.py), secrets from ``SecretsMixin`` (_secrets.py)."""
+servers from ``McpServersMixin`` (_mcp.py), secrets from ``SecretsMixin`` (_secrets.py),
+triggers from ``TriggersMixin`` (_triggers.py)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ from dhub.client._runs import RunsMixin
 from dhub.client._secrets import SecretsMixin
 from dhub.client._tables import TablesMixin
 from dhub.client._templates import TemplatesMixin
+from dhub.client._triggers import TriggersMixin
 
 API_PREFIX = "/api/v1"
 DEFAULT_TIMEOUT = httpx.Timeout(30.0)
@@ -60,6 +62,7 @@ class Client(
     TemplatesMixin,
     McpServersMixin,
     SecretsMixin,
+    TriggersMixin,
 ):
     """A client for one dhub server and one API token.
 

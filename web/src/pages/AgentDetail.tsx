@@ -10,6 +10,7 @@ import { SCOPE_TEXT, can, useMyScope } from '../scope'
 import { errorText, failureReason, formatTime, shortId, useAsync } from '../util'
 import { everything, folderLabel } from '../folders'
 import { MarkingBadges } from './Folders'
+import { TriggersSection } from '../components/Triggers'
 
 /** Which folder the agent is in, and (for those who may share it: moving changes who
  * inherits access) a select that moves it. */
@@ -195,6 +196,8 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
           <a href={href('/runs', { agent_id: agent.id })}>All runs of this agent</a>
         </aside>
       </div>
+      {/* Triggers are for the agent's editors (the API answers no one else), on event agents. */}
+      {agent.input_mode === 'event' && can(scope, 'edit') && !agent.is_builtin && <TriggersSection agentId={agent.id} />}
     </section>
   )
 }
