@@ -51,6 +51,13 @@ export function AgentsPage({ route }: { route: Route }) {
   }
 
   const apply = (changes: Partial<typeof filters>) => replaceParams('/agents', { ...filters, ...changes })
+  // The typed fields too, at once: a filter changed before the cleared URL reached the page
+  // would otherwise carry the old search back (the effect resets them a render later).
+  const clear = () => {
+    setQ('')
+    setTags('')
+    replaceParams('/agents', {})
+  }
   const addTag = (tag: string) => {
     const set = new Set(filters.tags.split(',').map((t) => t.trim()).filter(Boolean))
     set.add(tag)
@@ -99,7 +106,7 @@ export function AgentsPage({ route }: { route: Route }) {
         <div className="field field-buttons">
           <button type="submit">Filter</button>
           {(filters.q || filters.tags || filters.mode || filters.input_mode) && (
-            <button type="button" className="link-button" onClick={() => replaceParams('/agents', {})}>Clear</button>
+            <button type="button" className="link-button" onClick={clear}>Clear</button>
           )}
         </div>
       </form>
