@@ -4,6 +4,7 @@ stop; properties checked by hypothesis over crons, zones and instants."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -80,7 +81,7 @@ def test_every_hour_keeps_firing_every_real_hour_through_fall_back() -> None:
         "2027-11-07T01:30:00-05:00",
         "2027-11-07T02:00:00-05:00",
     ]
-    assert all(b - a == HOUR // 2 for a, b in zip(ticks, ticks[1:], strict=False))
+    assert all(b - a == HOUR // 2 for a, b in itertools.pairwise(ticks))
 
 
 def test_every_counts_from_the_anchor() -> None:
@@ -132,8 +133,8 @@ def cron_rules(draw: st.DrawFn) -> CronRule:
 @given(cron_rules(), INSTANTS)
 def test_cron_ticks_come_in_order_and_none_is_passed_over(rule: CronRule, start: int) -> None:
     ticks = upcoming(rule, start, 6)
-    assert start < ticks[0] and all(a < b for a, b in zip(ticks, ticks[1:], strict=False))
-    for a, b in zip([start, *ticks], ticks, strict=False):
+    assert start < ticks[0] and all(a < b for a, b in itertools.pairwise(ticks))
+    for a, b in itertools.pairwise([start, *ticks]):
         for inside in (a + 1, (a + b) // 2, b - 1):  # nothing fires between two ticks
             if a <= inside < b:
                 assert next_after(rule, inside) == b

@@ -86,16 +86,13 @@ async def due_schedules(conn: Conn, now: int, limit: int = 100) -> list[TriggerR
 async def claim_tick(
     conn: Conn, trigger_id: str, due: int, next_fire_at: int, fired: int, at: int
 ) -> bool:
-    """Move an active schedule from its tick ``due`` on to ``next_fire_at`` (``fired``: the
-    tick handled). True for the one caller that moved it: of processes handling the same
-    tick, only that one records it."""
+    """Move a schedule from its tick ``due`` on to ``next_fire_at`` (``fired``: the tick
+    handled). True for the one caller that moved it: of processes handling the same tick, only
+    that one records it. (A schedule stopped while its tick was handled is moved on too: the
+    tick's refusal is recorded once; disabling clears ``next_fire_at``, so no claim moves it.)"""
     query = (
         update(triggers)
-        .where(
-            triggers.c.id == trigger_id,
-            triggers.c.status == "active",
-            triggers.c.next_fire_at == due,
-        )
+        .where(triggers.c.id == trigger_id, triggers.c.next_fire_at == due)
         .values(next_fire_at=next_fire_at, last_fire_at=fired, updated_at=at)
     )
     return (await conn.execute(query)).rowcount == 1
