@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from croniter import CroniterError, croniter
+from croniter import CroniterBadDateError, CroniterError, croniter
 
 _SEARCH = 1000  # croniter answers skipped for DST before giving up (a handful is plenty)
 _WINDOWS_MS = (3_600_000, 2 * 86_400_000)  # where the latest due tick is looked for first
@@ -50,7 +50,9 @@ def cron_problem(expression: str) -> str | None:
         )
     try:
         croniter(expression, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
-    except CroniterError as exc:  # also a date that never comes ('0 0 30 2 *')
+    except CroniterBadDateError:
+        return "never fires: no date matches it (30 February, say)"
+    except CroniterError as exc:
         return f"is not a cron expression croniter reads: {exc}"
     except ValueError as exc:
         return f"is not a cron expression: {exc}"
