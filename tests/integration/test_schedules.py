@@ -8,6 +8,7 @@ runs each pass of a ``Scheduler`` on the server's services; one test runs the se
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import threading
 import time
@@ -21,7 +22,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from dhub.api.app import create_app
-from dhub.services.schedules import Scheduler
+from dhub.services.runtime import WorkerOptions, open_runtime
+from dhub.services.schedules import Scheduler, scheduler_for
 from dhub.settings import Settings
 from tests.conftest import ADMIN_TOKEN, _truncate, pg_url
 from tests.integration.test_runs_api import TRIAGE, create, ok, until, user
@@ -289,3 +291,45 @@ def together(*calls: Any) -> None:
     for thread in threads:
         thread.join()
     assert not failures, failures
+
+
+@pytest.mark.postgres
+def test_distributed_workers_start_the_ticks(tmp_path: Path, pg_schema: str) -> None:
+    """Distributed mode: an API process with no worker starts no ticks; a worker does."""
+    _truncate(pg_schema)
+    settings = Settings(data_dir=tmp_path / "data", database_url=pg_url(pg_schema),
+                        admin_token=ADMIN_TOKEN, execution="distributed",
+                        schedule_poll_seconds=0.05)  # fmt: skip
+    clock = FakeClock("2027-01-08 12:00")
+    with TestClient(create_app(settings, None, clock)) as api:
+        api.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        assert api.app.state.runtime.scheduler is None  # type: ignore[attr-defined]
+        agent = create(api, TRIAGE)
+        schedule(api, agent, every=60)
+        clock.advance(61)
+        time.sleep(0.3)
+        assert runs_of(api, agent) == []
+
+        stop = threading.Event()
+
+        async def work() -> None:  # a worker process, in a thread of its own
+            runtime = await open_runtime(settings, WorkerOptions(4))
+            runtime.scheduler = scheduler_for(runtime, clock=clock)
+            try:
+                await runtime.begin()
+                await asyncio.to_thread(stop.wait)
+            finally:
+                await runtime.close()
+
+        worker = threading.Thread(target=asyncio.run, args=(work(),))
+        worker.start()
+        try:
+            for _ in range(300):
+                if runs_of(api, agent):
+                    break
+                time.sleep(0.05)
+            [run] = runs_of(api, agent)
+            assert until(api, run["id"], "succeeded", "failed")["status"] == "succeeded"
+        finally:
+            stop.set()
+            worker.join(60)

@@ -19,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections.abc import Callable
 
 from dhub.domain.errors import DhubError, InvalidInput
 from dhub.domain.ids import new_id
@@ -138,15 +140,19 @@ def _missed_text(first: int, latest: int, timezone: str, missed: bool) -> str:
     return f"the ticks from {iso(first, timezone)} to before {iso(latest, timezone)} were missed"
 
 
-def scheduler_for(runtime: Runtime, triggers: TriggerService | None = None) -> Scheduler | None:
+def scheduler_for(
+    runtime: Runtime,
+    triggers: TriggerService | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Scheduler | None:
     """The scheduler of a process that executes runs (embedded: the server; distributed: a
-    worker), with its own services when it has none (``dhub worker``); None in an API-only
-    process of distributed mode, or with DHUB_SCHEDULE_POLL_SECONDS=0."""
+    worker), on services of its own when given none (``dhub worker``, with ``clock``); None
+    in an API-only process of distributed mode, or with DHUB_SCHEDULE_POLL_SECONDS=0."""
     poll = runtime.settings.schedule_poll_seconds
     if not runtime.executes_runs or poll <= 0:
         return None
     if triggers is None:
         agents = AgentService(runtime.db, runtime.providers)
         runs = RunService(runtime.db, agents, runtime.graphs, runtime.executor, runtime.dispatch)
-        triggers = TriggerService(runtime.db, agents, runs, runtime.vault)
+        triggers = TriggerService(runtime.db, agents, runs, runtime.vault, clock)
     return Scheduler(triggers, poll)
