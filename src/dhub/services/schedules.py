@@ -115,11 +115,12 @@ class Scheduler:
         self, record: store.TriggerRecord, due: int, following: int, tick: int, status: str,
         reason: str | None, run_id: str | None,
     ) -> None:  # fmt: skip
-        """Move the schedule on from ``due`` and record ``tick``: only when this process's
-        claim is the one that moved it."""
+        """Move the schedule on from ``due`` to ``following`` and record ``tick`` (its key:
+        the instant in the schedule's zone), only when this process's claim moved it."""
         at = round(self.triggers.clock() * 1000)
         config = TriggerSpec.model_validate_json(record.document).config
-        key = iso(tick, config.timezone if isinstance(config, ScheduleConfig) else "UTC")
+        assert isinstance(config, ScheduleConfig)
+        key = iso(tick, config.timezone)
         event = store.TriggerEvent(new_id("tev"), record.id, "tick", key, status, reason,
                                    run_id, at)  # fmt: skip
         async with self.triggers.db.write() as conn:

@@ -9,6 +9,8 @@ runs, each as the user who created (or last re-enabled) it.
 - A webhook delivery is checked (size, source, signature, timestamp: domain/triggers.py)
   before anything is read for it; its ``X-Dhub-Delivery`` id is the run's idempotency key, so
   a retried delivery gives the first run, never a second.
+- A schedule's ticks are started by services/schedules.py (the scheduler of each process that
+  executes runs); here, its ``next_fire_at`` is set as it is made, patched, stopped, started.
 - History keeps the newest ``HISTORY_KEPT`` events per trigger: refused deliveries come from
   anyone, and must not grow it without bound.
 """
