@@ -59,7 +59,7 @@ TABLES = (
     "audit_log", "runs", "run_steps", "run_events", "run_commands", "run_task_assignees",
     "conversations", "conversation_messages", "resource_versions", "resources", "run_inbox",
     "workers", "marking_history", "resource_ancestors", "run_artifacts",
-    "ontology_links", "ontology_objects",
+    "ontology_links", "ontology_objects", "trigger_events", "triggers",
 )  # fmt: skip
 # procrastinate's (distributed mode), PostgreSQL only.
 QUEUE_TABLES = ("procrastinate_jobs", "procrastinate_workers", "procrastinate_periodic_defers",

@@ -43,8 +43,16 @@ class Settings:
     # The key that encrypts secrets' values (DHUB_SECRET_KEY; unset: secret.key in the data
     # directory). Never in a repr, so never in a log line (docs/secrets.md).
     secret_key: str | None = field(default=None, repr=False)
+    # How often a process that executes runs looks for schedules' due ticks
+    # (DHUB_SCHEDULE_POLL_SECONDS; 0: this process starts no ticks; docs/triggers.md).
+    schedule_poll_seconds: float = 5.0
 
     def __post_init__(self) -> None:
+        if not 0 <= self.schedule_poll_seconds <= 30:
+            raise ValueError(
+                "DHUB_SCHEDULE_POLL_SECONDS must be a number of seconds from 0 (this process "
+                f"starts no schedules' ticks) to 30, not {self.schedule_poll_seconds!r}."
+            )
         if not 0 < self.mcp_wait_seconds <= 3600:
             raise ValueError(
                 "DHUB_MCP_WAIT_SECONDS must be a number of seconds above 0 and at most 3600, "
@@ -93,6 +101,7 @@ class Settings:
                 if h.strip()
             ),
             secret_key=os.environ.get("DHUB_SECRET_KEY") or None,
+            schedule_poll_seconds=float(os.environ.get("DHUB_SCHEDULE_POLL_SECONDS") or 5),
         )
 
 

@@ -7,7 +7,8 @@ import functools
 import gc
 import logging
 import sys
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -53,6 +54,7 @@ from dhub.services.principals import PrincipalService
 from dhub.services.resources import ResourceService
 from dhub.services.runs import RunService, TaskService
 from dhub.services.runtime import WorkerOptions, open_runtime, stop_watch
+from dhub.services.schedules import scheduler_for
 from dhub.services.tables import TableService
 from dhub.services.templates import ArtifactService, TemplateService
 from dhub.services.triggers import TriggerService
@@ -61,9 +63,14 @@ from dhub.settings import Settings
 log = logging.getLogger("dhub")
 
 
-def create_app(settings: Settings | None = None, worker: WorkerOptions | None = None) -> FastAPI:
+def create_app(
+    settings: Settings | None = None,
+    worker: WorkerOptions | None = None,
+    clock: Callable[[], float] = time.time,
+) -> FastAPI:
     """The API server. ``worker``: in distributed mode, this process takes run jobs too
-    (``dhub serve`` without ``--no-worker``); embedded, the server executes every run."""
+    (``dhub serve`` without ``--no-worker``); embedded, the server executes every run.
+    ``clock``: now, in Unix seconds, for triggers and schedules (tests pass a fake one)."""
     settings = settings or Settings.from_env()
 
     @asynccontextmanager
@@ -94,8 +101,9 @@ def create_app(settings: Settings | None = None, worker: WorkerOptions | None = 
             ontologies=OntologyService(db),
             openai=OpenAICompatService(agent_service, run_service, conversation_service),
             mcp_servers=McpServerService(db, runtime.mcp),
-            triggers=TriggerService(db, agent_service, run_service, runtime.vault),
+            triggers=TriggerService(db, agent_service, run_service, runtime.vault, clock),
         )
+        runtime.scheduler = scheduler_for(runtime, services.triggers)
         app.state.services = services
         app.state.runtime = runtime
         boot = await ensure_admin(db, settings.data_dir, settings.admin_token)

@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import Field, field_validator, model_validator
 
 from dhub.domain.base import JsonObject, SpecModel
+from dhub.domain.schedules import CronRule, EveryRule, Rule, cron_problem
 
 SIGNATURE_HEADER = "X-Dhub-Signature"
 TIMESTAMP_HEADER = "X-Dhub-Timestamp"
@@ -71,6 +72,14 @@ class ScheduleConfig(SpecModel):
         description="Ticks missed while no server ran: skip them, or run once for them all.",
     )
 
+    @field_validator("cron")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        problem = None if value is None else cron_problem(value)
+        if problem is not None:
+            raise ValueError(f"'{value}' {problem}")
+        return value
+
     @field_validator("timezone")
     @classmethod
     def _zone(cls, value: str) -> str:
@@ -85,6 +94,13 @@ class ScheduleConfig(SpecModel):
         if (self.cron is None) == (self.every is None):
             raise ValueError("a schedule has either 'cron' or 'every' (seconds), not both")
         return self
+
+    def rule(self, created_at: int) -> Rule:
+        """Its ticks' rule; ``every`` counts from the creation, in whole seconds."""
+        if self.cron is not None:
+            return CronRule(self.cron, self.timezone)
+        assert self.every is not None
+        return EveryRule(self.every, created_at // 1000 * 1000)
 
 
 TriggerConfig = Annotated[WebhookConfig | ScheduleConfig, Field(discriminator="type")]

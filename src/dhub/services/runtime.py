@@ -47,6 +47,14 @@ class _Hub(Protocol):
     def notify(self, run_id: str) -> None: ...
 
 
+class _Chore(Protocol):
+    """A loop of the process that lives as long as its runtime (the scheduler)."""
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
 @dataclass
 class WorkerOptions:
     concurrency: int = 100  # runs executing at once (I/O-bound: hundreds are fine)
@@ -68,25 +76,37 @@ class Runtime:
     worker: QueueWorker | None = None
     listener: Listener | None = None
     mcp: McpClients | None = None  # connections to MCP servers (services/mcp_client.py)
+    scheduler: _Chore | None = None  # schedules' ticks (services/schedules.py), when set
+
+    @property
+    def executes_runs(self) -> bool:
+        """Embedded, or a worker of distributed mode (not an API-only process)."""
+        return self.queue is None or self.worker is not None
 
     async def begin(self, hub: _Hub | None = None) -> list[str]:
         """Start executing: resume (embedded) or take jobs (a distributed worker); with
         ``hub``, an API process's streams hear of steps saved by other processes. The runs
-        resumed (embedded)."""
+        resumed (embedded). Then the scheduler, if set, starts its loop."""
+        resumed: list[str] = []
         if self.queue is None:
-            return await self.executor.recover()
-        await self.queue.open()
-        if hub is not None:
-            self.listener = Listener(self.db.url, {STEPS_CHANNEL: _steps(hub)})
-            self.listener.start()
-        if self.worker is not None:
-            await self.worker.start()
-        return []
+            resumed = await self.executor.recover()
+        else:
+            await self.queue.open()
+            if hub is not None:
+                self.listener = Listener(self.db.url, {STEPS_CHANNEL: _steps(hub)})
+                self.listener.start()
+            if self.worker is not None:
+                await self.worker.start()
+        if self.scheduler is not None:
+            self.scheduler.start()
+        return resumed
 
     async def close(self) -> None:
         """Stop everything, each part within ``STOP_SECONDS``: a part that does not stop in
         time is left behind, said in the log with what it was waiting on, so a stuck call
-        never keeps the process from ending."""
+        never keeps the process from ending. The scheduler first: it starts runs."""
+        if self.scheduler is not None:
+            await _bounded("the scheduler", self.scheduler.stop())
         if self.worker is not None:
             await _bounded("the worker", self.worker.stop())  # it closes executor and queue
         else:

@@ -9,6 +9,8 @@ runs, each as the user who created (or last re-enabled) it.
 - A webhook delivery is checked (size, source, signature, timestamp: domain/triggers.py)
   before anything is read for it; its ``X-Dhub-Delivery`` id is the run's idempotency key, so
   a retried delivery gives the first run, never a second.
+- A schedule's ticks are started by services/schedules.py (the scheduler of each process that
+  executes runs); here, its ``next_fire_at`` is set as it is made, patched, stopped, started.
 - History keeps the newest ``HISTORY_KEPT`` events per trigger: refused deliveries come from
   anyone, and must not grow it without bound.
 """
@@ -30,9 +32,11 @@ from dhub.domain.errors import DhubError, FieldError, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.merge_patch import merge_patch
 from dhub.domain.pointers import from_validation_error
+from dhub.domain.schedules import iso, next_after, upcoming
 from dhub.domain.triggers import (
     DELIVERY_HEADER,
     MAX_DELIVERY_ID,
+    ScheduleConfig,
     TriggerSpec,
     WebhookConfig,
     signature_problem,
@@ -78,6 +82,8 @@ class TriggerView:
         }
         if self.record.type == "webhook":
             body["url"] = f"{base_url}/hooks/{self.record.id}"
+        if isinstance(self.spec.config, ScheduleConfig):
+            body.update(_fires(self.record, self.spec.config))
         if self.secret is not None:
             body["secret"] = self.secret
         return body
@@ -109,20 +115,19 @@ class TriggerService:
     async def create(self, who: Principal, agent_id: str, doc: Any) -> TriggerView:
         await self._editable_event_agent(who, agent_id)
         spec = _checked(doc)
-        trigger_id, at = new_id("trigger"), now_ms()
+        trigger_id, at = new_id("trigger"), round(self.clock() * 1000)
         secret = None
         sealed = None
+        next_fire_at = None
         if isinstance(spec.config, WebhookConfig):
             secret = SECRET_PREFIX + random_secrets.token_urlsafe(32)
             sealed = self.vault.seal(trigger_id, secret)
-        else:
-            raise InvalidInput(
-                [FieldError("/config/type", "Schedules are not yet available.", "value")]
-            )
+        elif spec.enabled:
+            next_fire_at = next_after(spec.config.rule(at), at)
         record = store.TriggerRecord(
             trigger_id, agent_id, spec.config.type, spec.model_dump_json(), sealed,
             who.user_id, "active" if spec.enabled else "stopped",
-            None if spec.enabled else "disabled", None, None, at, at,
+            None if spec.enabled else "disabled", next_fire_at, None, at, at,
         )  # fmt: skip
         async with self.db.write() as conn:
             await store.insert_trigger(conn, record)
@@ -153,15 +158,35 @@ class TriggerService:
             message = f"A trigger's type stays {record.type}: delete it and create another."
             raise InvalidInput([FieldError("/config/type", message, "read_only")])
         values: dict[str, Any] = {"document": spec.model_dump_json(), "updated_at": now_ms()}
-        if patch.get("enabled") is True and record.status != "active":
+        starts = patch.get("enabled") is True and record.status != "active"
+        if starts:
             values.update(status="active", stopped_reason=None, created_by=who.user_id)
         elif not spec.enabled:
             values.update(status="stopped", stopped_reason="disabled")
+        if isinstance(spec.config, ScheduleConfig):
+            active = starts or (spec.enabled and record.status == "active")
+            values.update(self._next_fire(record, before, spec.config, active, starts))
         async with self.db.write() as conn:
             await store.update_trigger(conn, trigger_id, values)
             updated = await store.get_trigger(conn, trigger_id)
         assert updated is not None
         return TriggerView(updated, spec)
+
+    def _next_fire(
+        self, record: store.TriggerRecord, before: dict[str, Any], config: ScheduleConfig,
+        active: bool, starts: bool,
+    ) -> dict[str, Any]:  # fmt: skip
+        """A schedule's next tick after a patch: none while stopped; counted from now when it
+        starts again (ticks while it was stopped are not missed ones) or its rule changed;
+        else kept (a tick due and not yet handled stays due)."""
+        if not active:
+            return {"next_fire_at": None}
+        old = before.get("config", {})
+        changed = any(old.get(k) != getattr(config, k) for k in ("cron", "every", "timezone"))
+        if not starts and not changed and record.next_fire_at is not None:
+            return {}
+        at = round(self.clock() * 1000)
+        return {"next_fire_at": next_after(config.rule(record.created_at), at)}
 
     async def rotate_secret(self, who: Principal, agent_id: str, trigger_id: str) -> TriggerView:
         record = await self._own(who, agent_id, trigger_id)
@@ -246,7 +271,7 @@ class TriggerService:
             raise Refused(422, f"{DELIVERY_HEADER} should be 1 to {MAX_DELIVERY_ID} characters.")
         if record.status != "active":
             raise Refused(409, f"This trigger is stopped: {record.stopped_reason}.")
-        who = await self._user(record)
+        who = await self.acting_user(record)
         payload = _payload(body)
         inputs = _inputs(config, payload, headers)
         key = None if delivery is None else f"hook:{record.id}:{delivery}"
@@ -261,7 +286,7 @@ class TriggerService:
                          "started" if created else "repeated", None, run.id)  # fmt: skip
         return Delivered(run.id, created)
 
-    async def _user(self, record: store.TriggerRecord) -> Principal:
+    async def acting_user(self, record: store.TriggerRecord) -> Principal:
         """The trigger's user as they are now; one who can no longer run the agent stops it."""
         async with self.db.read() as conn:
             who = await principal_of(conn, record.created_by)
@@ -288,6 +313,20 @@ class TriggerService:
         async with self.db.write() as conn:
             await store.add_event(conn, event)
             await store.prune_events(conn, trigger_id, HISTORY_KEPT)
+
+
+def _fires(record: store.TriggerRecord, config: ScheduleConfig) -> dict[str, Any]:
+    """A schedule's next five ticks (none while stopped) and its last, ISO with the offset of
+    its time zone."""
+    upcoming_ticks: list[int] = []
+    if record.status == "active" and record.next_fire_at is not None:
+        rule = config.rule(record.created_at)
+        upcoming_ticks = [record.next_fire_at, *upcoming(rule, record.next_fire_at, 4)]
+    last = record.last_fire_at
+    return {
+        "next_fires": [iso(at, config.timezone) for at in upcoming_ticks],
+        "last_fire": None if last is None else iso(last, config.timezone),
+    }
 
 
 def _checked(doc: Any) -> TriggerSpec:

@@ -9,6 +9,7 @@ import signal
 
 from dhub.runtime.queue import QUEUE
 from dhub.services.runtime import WorkerOptions, open_runtime
+from dhub.services.schedules import scheduler_for
 from dhub.settings import Settings
 
 log = logging.getLogger("dhub.worker")
@@ -24,6 +25,7 @@ async def run_worker(
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     runtime = await open_runtime(settings, WorkerOptions(concurrency, queues or (QUEUE,), grace))
+    runtime.scheduler = scheduler_for(runtime)  # schedules' ticks (docs/triggers.md)
     try:
         await runtime.begin()
         log.info(

@@ -83,6 +83,21 @@ async def due_schedules(conn: Conn, now: int, limit: int = 100) -> list[TriggerR
     return [TriggerRecord(*row) for row in await conn.execute(query)]
 
 
+async def claim_tick(
+    conn: Conn, trigger_id: str, due: int, next_fire_at: int, fired: int, at: int
+) -> bool:
+    """Move a schedule from its tick ``due`` on to ``next_fire_at`` (``fired``: the tick
+    handled). True for the one caller that moved it: of processes handling the same tick, only
+    that one records it. (A schedule stopped while its tick was handled is moved on too: the
+    tick's refusal is recorded once; disabling clears ``next_fire_at``, so no claim moves it.)"""
+    query = (
+        update(triggers)
+        .where(triggers.c.id == trigger_id, triggers.c.next_fire_at == due)
+        .values(next_fire_at=next_fire_at, last_fire_at=fired, updated_at=at)
+    )
+    return (await conn.execute(query)).rowcount == 1
+
+
 async def add_event(conn: Conn, event: TriggerEvent) -> None:
     values = {f: getattr(event, f) for f in TriggerEvent.__dataclass_fields__}
     await conn.execute(insert(trigger_events).values(values))
