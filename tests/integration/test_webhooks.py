@@ -168,3 +168,26 @@ def test_revoking_the_users_access_stops_the_trigger(client: TestClient) -> None
                               json={"enabled": True}))  # fmt: skip
     assert (enabled["status"], enabled["runs_as"]) == ("active", "user.admin")
     assert deliver(client, hook, {"ticket": "z"}).status_code == 202
+
+
+def test_the_run_sees_the_payload_and_headers_but_no_credential(client: TestClient) -> None:
+    echo = {
+        "name": "echo-event", "description": "", "mode": "workflow", "input_mode": "event",
+        "nodes": [
+            {"id": "start", "type": "start", "config": {"variables": []}},
+            {"id": "end", "type": "end", "config": {"outputs": [
+                {"name": "event", "type": "object", "value": "{{ sys.event }}"}]}},
+        ],
+        "edges": [{"source": "start", "target": "end"}],
+    }  # fmt: skip
+    agent = create(client, echo)
+    hook = webhook(client, agent, mapping={})
+    sent = {"Authorization": "Bearer sender-credential", "X-Customer": "acme"}
+    answer = deliver(client, hook, {"action": "opened"}, headers=sent)
+    run = until(client, answer.json()["run_id"], "succeeded", "failed")
+    event = run["outputs"]["event"]
+    assert event["type"] == "webhook" and event["trigger_id"] == hook["id"]
+    assert event["payload"] == {"action": "opened"}
+    assert event["headers"]["x-customer"] == "acme"
+    assert "authorization" not in event["headers"]
+    assert "x-dhub-signature" not in event["headers"]

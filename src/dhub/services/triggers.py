@@ -50,6 +50,9 @@ from dhub.store import triggers as store
 from dhub.store.db import Database
 
 HISTORY_KEPT = 1000
+# Headers a delivery's run never keeps in sys.event (readers of the run would see them): its
+# signature, and any credential a sender's HTTP client adds of its own accord.
+_UNKEPT_HEADERS = frozenset({"x-dhub-signature", "authorization", "proxy-authorization", "cookie"})
 _CONFIG_TAGS = frozenset({"webhook", "schedule"})  # the union's tags, not in error pointers
 SECRET_PREFIX = "whsec_"
 
@@ -275,7 +278,7 @@ class TriggerService:
         payload = _payload(body)
         inputs = _inputs(config, payload, headers)
         key = None if delivery is None else f"hook:{record.id}:{delivery}"
-        shown = {k: v for k, v in headers.items() if not k.startswith("x-dhub-signature")}
+        shown = {k: v for k, v in headers.items() if k not in _UNKEPT_HEADERS}
         event = {"type": "webhook", "trigger_id": record.id, "payload": payload, "headers": shown}
         try:
             run, created = await self.runs.start_once(who, record.agent_id, inputs, key, event)
