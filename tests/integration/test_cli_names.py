@@ -134,6 +134,46 @@ COMMANDS = {
         lambda api, a, r: [x["agent_id"] for x in json.loads(r.stdout)] == [a],
         setup=lambda api, a: api.start_run(a, {"ticket": "Checkout fails"}),
     ),
+    "triggers list": Command(
+        ("triggers", "list", "{agent}", "--json"),
+        lambda api, a, r: json.loads(r.stdout) == api.list_triggers(a) != [],
+        setup=lambda api, a: made_trigger(api, a),
+    ),
+    "triggers create": Command(
+        ("triggers", "create", "{agent}", "-f", "-", "--json"),
+        lambda api, a, r: [t["id"] for t in api.list_triggers(a)] == [json.loads(r.stdout)["id"]],
+        input='{"config": {"type": "webhook"}}',
+    ),
+    "triggers get": Command(
+        ("triggers", "get", "{agent}", "{trigger}", "--json"),
+        lambda api, a, r: json.loads(r.stdout)["agent_id"] == a,
+        setup=lambda api, a: made_trigger(api, a),
+    ),
+    "triggers disable": Command(
+        ("triggers", "disable", "{agent}", "{trigger}", "--json"),
+        lambda api, a, r: api.list_triggers(a)[0]["status"] == "stopped",
+        setup=lambda api, a: made_trigger(api, a),
+    ),
+    "triggers enable": Command(
+        ("triggers", "enable", "{agent}", "{trigger}", "--json"),
+        lambda api, a, r: api.list_triggers(a)[0]["status"] == "active",
+        setup=lambda api, a: made_trigger(api, a, enabled=False),
+    ),
+    "triggers rotate-secret": Command(
+        ("triggers", "rotate-secret", "{agent}", "{trigger}", "--json"),
+        lambda api, a, r: json.loads(r.stdout)["secret"] != MADE["secret"],
+        setup=lambda api, a: made_trigger(api, a),
+    ),
+    "triggers history": Command(
+        ("triggers", "history", "{agent}", "{trigger}", "--json"),
+        lambda api, a, r: json.loads(r.stdout) == [],
+        setup=lambda api, a: made_trigger(api, a),
+    ),
+    "triggers delete": Command(
+        ("triggers", "delete", "{agent}", "{trigger}", "--json"),
+        lambda api, a, r: api.list_triggers(a) == [],
+        setup=lambda api, a: made_trigger(api, a),
+    ),
     "chat": Command(
         ("chat", "{agent}", "--quiet"),
         lambda api, a, r: r.stdout == "you> hello\n#1: HELLO\n",
@@ -143,8 +183,18 @@ COMMANDS = {
 }
 
 
+# The trigger the last setup made: commands naming a trigger (``{trigger}``) name it.
+MADE: dict[str, str] = {"id": "trigger.01m8pq9je70y0jz9n1k7fmy8v2", "secret": ""}
+
+
+def made_trigger(api: Client, agent_id: str, enabled: bool = True) -> None:
+    made = api.create_trigger(agent_id, {"enabled": enabled, "config": {"type": "webhook"}})
+    MADE.update(id=made["id"], secret=made["secret"])
+
+
 def invoke(dhub: Callable[..., Result], command: Command, ref: str) -> Result:
-    return dhub(*(ref if a == "{agent}" else a for a in command.args), input=command.input)
+    values = {"{agent}": ref, "{trigger}": MADE["id"]}
+    return dhub(*(values.get(a, a) for a in command.args), input=command.input)
 
 
 def untouched(api: Client, agent_id: str) -> bool:

@@ -136,6 +136,11 @@ async def test_the_title_tool_reads_a_page_on_the_host_over_its_network(
     assert TITLE_TOOL["require_browser"] is True and TITLE_TOOL["options"] == {"network": True}
     url = f"http://{_outside_address()}:{outer.port}/title"
     result = await call(runner, PAGE_TITLE, network=True, url=url)
+    if not result.ok and "ERR_NETWORK_CHANGED" in str(result.message):
+        # Chromium saw the sandbox's interface come up while it navigated (seen once in
+        # many runs on a loaded machine): the environment's transient, not the tool's; a
+        # second call on a settled network must succeed.
+        result = await call(runner, PAGE_TITLE, network=True, url=url)
     assert result.ok, result
     assert result.value == {"title": outer.title, "url": url}
     assert "/title" in outer.asked
