@@ -72,10 +72,16 @@ class ProviderModel:
 
     def _usage(self, request: CallModel | CallChat, usage: Usage) -> dict[str, Any]:
         """The call's usage; ``"model": "demo"`` when the demo model answered (no provider
-        configured by that name), so every event and view can say so."""
+        configured by that name), so every event and view can say so. ``cost_usd`` is what it
+        cost (providers/prices.py), priced now so the journal keeps it: None with a
+        ``cost_note`` for a model without a known price."""
         counted = usage.as_json()
         if self.providers.is_demo(request.model_provider):
             counted["model"] = DEMO
+        cost, note = self.providers.cost(request.model_provider, request.model, counted)
+        counted["cost_usd"] = cost
+        if note is not None:
+            counted["cost_note"] = note
         return counted
 
     async def close(self) -> None:
