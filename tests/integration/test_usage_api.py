@@ -21,6 +21,7 @@ from dhub.providers.testing import Reply
 from dhub.providers.types import Usage
 from dhub.settings import Settings
 from tests.conftest import ADMIN_TOKEN
+from tests.integration.test_llm_runs_api import ALERT, SUMMARIZER
 from tests.integration.test_react_runs_api import DONE, LOOKUP, REFUND, SUPPORT, approve, log, say
 from tests.integration.test_runs_api import ok, until, user
 
@@ -166,3 +167,26 @@ def test_a_budget_stops_the_run_after_the_call_that_went_over(settings: Settings
     types = [e["type"] for e in events]
     assert types.count("agent.message") == 1 and "tool.succeeded" not in types
     assert types[-1] == "run.failed"
+
+
+def test_a_budget_stops_a_workflow_before_its_next_model_call(settings: Settings) -> None:
+    doc = copy.deepcopy(SUMMARIZER)
+    second = copy.deepcopy(doc["nodes"][1])
+    second["id"] = "shorten"
+    second["config"].update(prompt="Shorten: {{ headline }}", output="short")
+    doc["nodes"].insert(2, second)
+    doc["edges"] = [{"source": "start", "target": "summarize"},
+                    {"source": "summarize", "target": "shorten"},
+                    {"source": "shorten", "target": "end"}]  # fmt: skip
+    doc["options"] = {"max_cost_usd": 0.0002}
+    # 1000 x $0.15 + 100 x $0.60 a million: 210 millionths, over the budget of 200
+    replies = [Reply("Disk full on db-1", usage=Usage(1000, 100)), "never asked"]
+    with server(settings, replies) as client:
+        agent_id = ok(client.post(f"{API}/agents", json=doc), 201)["id"]
+        run = ok(client.post(f"{API}/agents/{agent_id}/runs", json={"inputs": ALERT}), 202)
+        done = until(client, run["id"], "succeeded", "failed")
+        events = log(client, run["id"])
+    assert done["status"] == "failed" and done["error"]["kind"] == "budget", done["error"]
+    assert done["usage"]["cost_usd"] == pytest.approx(0.00021)
+    started = [e["node_id"] for e in events if e["type"] == "node.started"]
+    assert started == ["start", "summarize"]  # "shorten" never asked its model
