@@ -53,6 +53,8 @@ class Prices:
 
     def __init__(self, overrides: Mapping[str, ModelPrice] | None = None) -> None:
         self.overrides = dict(overrides or {})
+        self._unknown: set[tuple[str, str]] = set()  # not in the table: looked up once
+        self.loaded = False  # the table is read on first use (about half a second)
 
     def cost(
         self, provider: str, wire: str, model: str, usage: Mapping[str, Any]
@@ -61,12 +63,20 @@ class Prices:
         price = self.overrides.get(f"{provider}/{model}") or self.overrides.get(model)
         if price is not None:
             return round(price.cost(usage), 9), None
-        return _from_table(_TABLE_PROVIDERS.get(wire, provider), provider, model, usage)
+        table_provider = _TABLE_PROVIDERS.get(wire, provider)
+        if (table_provider, model) not in self._unknown:
+            found = _from_table(table_provider, model, usage)
+            self.loaded = True
+            if found is not None:
+                return found, None
+            self._unknown.add((table_provider, model))
+        return None, (
+            f"no price known for model '{model}' of provider '{provider}': add it to the "
+            f"prices file ({ENV}, docs/observability.md) to count its cost"
+        )
 
 
-def _from_table(
-    table_provider: str, provider: str, model: str, usage: Mapping[str, Any]
-) -> tuple[float | None, str | None]:
+def _from_table(table_provider: str, model: str, usage: Mapping[str, Any]) -> float | None:
     import genai_prices  # imported on first use: it loads its whole table
 
     inp, out, cached = _tokens(usage)
@@ -74,11 +84,8 @@ def _from_table(
     try:
         found = genai_prices.calc_price(counts, model, provider_id=table_provider)
     except (LookupError, ValueError):  # not in the table, or counts it cannot price
-        return None, (
-            f"no price known for model '{model}' of provider '{provider}': add it to the "
-            f"prices file ({ENV}, docs/observability.md) to count its cost"
-        )
-    return round(float(Decimal(found.total_price)), 9), None
+        return None
+    return round(float(Decimal(found.total_price)), 9)
 
 
 def _tokens(usage: Mapping[str, Any]) -> tuple[int, int, int]:
