@@ -101,6 +101,10 @@ def test_the_summarizer_example_runs_on_the_demo_model_from_the_console(
     expect(inputs).to_contain_text(
         'Write a one-line headline for this alert: {"host": "db-1", "disk": 97}'
     )
+    expect(page.get_by_test_id("run-cost")).to_contain_text("Cost: $0.00")  # the demo is free
     snap(page, shots, "demo-06-run")
     run_id = page.url.rsplit("/", 1)[-1]
     assert api(server, "GET", f"/runs/{run_id}")["usage"]["model"] == "demo"
+    # The agent's page sums its runs' cost (GET /usage).
+    page.goto(f"{server.url}/#/agents/{agent['id']}")
+    expect(page.get_by_test_id("agent-usage")).to_contain_text(re.compile(r"\d+ runs?, .*\$0\.00"))

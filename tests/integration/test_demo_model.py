@@ -82,6 +82,7 @@ def test_the_support_example_looks_up_asks_to_refund_and_answers_with_no_key(
     assert len(messages) == 3
     assert all(m["data"]["usage"]["model"] == "demo" for m in messages)
     assert done["usage"]["model"] == "demo" and done["usage"]["input_tokens"] > 0
+    assert done["usage"]["cost_usd"] == 0  # nobody was paid for the demo model's answers
     assert refused["outputs"]["answer"].startswith("I did not refund order B-77.")
     assert "B-77 was never paid" in refused["outputs"]["answer"]
     replies = [m["content"] for m in conversation["messages"] if m["role"] == "assistant"]

@@ -100,6 +100,7 @@ def test_the_summarizer_streams_its_headline_from_the_openai_wire_server(
     assert summarized["data"]["usage"] == {
         "input_tokens": 31, "output_tokens": 6, "reasoning_tokens": 0, "cached_tokens": 4,
         "estimated": False,
+        "cost_usd": 7.95e-06,  # gpt-4o-mini, a million: 27 x $0.15 + 4 x $0.075 + 6 x $0.60
     }  # fmt: skip
     # What the stream showed, the log has: every event, numbered without gaps.
     stored = ok(openai_client.get(f"{API}/runs/{run_id}/events"))["data"]

@@ -31,9 +31,15 @@ def api(settings: Settings, openai_server: OpenAIServer) -> Iterator[TestClient]
         yield client
 
 
-def counts(inp: int, out: int, reasoning: int = 0, cached: int = 0, **more: Any) -> dict[str, Any]:
+def counts(
+    inp: int, out: int, reasoning: int = 0, cached: int = 0, *, cost: float, **more: Any
+) -> dict[str, Any]:
+    """Token counts and their cost in millionths of a dollar (the price table: gpt-4o-mini
+    $0.15 a million input tokens, $0.075 cached, $0.60 output; gpt-4.1 $2 and $8; gpt-4.1-mini
+    $0.40 and $1.60)."""
     return {"input_tokens": inp, "output_tokens": out, "reasoning_tokens": reasoning,
-            "cached_tokens": cached, "total_tokens": inp + out, **more}  # fmt: skip
+            "cached_tokens": cached, "total_tokens": inp + out,
+            "cost_usd": pytest.approx(cost / 1e6), **more}  # fmt: skip
 
 
 def test_two_llm_nodes_on_two_models(api: TestClient, openai_server: OpenAIServer) -> None:
@@ -52,10 +58,10 @@ def test_two_llm_nodes_on_two_models(api: TestClient, openai_server: OpenAIServe
     done = until(api, run["id"], "succeeded", "failed")
     assert done["status"] == "succeeded", done
     assert done["usage"] == {
-        **counts(51, 9, cached=4),
+        **counts(51, 9, cached=4, cost=71.95),
         "by_model": {
-            "openai/gpt-4o-mini": counts(31, 6, cached=4, calls=1),
-            "openai/gpt-4.1": counts(20, 3, calls=1),
+            "openai/gpt-4o-mini": counts(31, 6, cached=4, cost=7.95, calls=1),
+            "openai/gpt-4.1": counts(20, 3, cost=64, calls=1),
         },
     }
     listed = ok(api.get(f"{API}/runs", params={"agent_id": agent}))["data"]
@@ -96,8 +102,8 @@ def test_a_react_turn_counts_its_summary_its_iterations_and_its_delegate(
     first = say(api, chat["id"], "Where is my order?")
     assert first["status"] == "succeeded", first
     assert first["usage"] == {
-        **counts(40, 250),
-        "by_model": {"openai/gpt-4o-mini": counts(40, 250, calls=1)},
+        **counts(40, 250, cost=156),
+        "by_model": {"openai/gpt-4o-mini": counts(40, 250, cost=156, calls=1)},
     }
 
     # The second turn's history is over the budget: a summary first, then the loop, which
@@ -115,10 +121,10 @@ def test_a_react_turn_counts_its_summary_its_iterations_and_its_delegate(
         "summarized"
     ]
     assert second["usage"] == {
-        **counts(475, 64, reasoning=20, cached=8),
+        **counts(475, 64, reasoning=20, cached=8, cost=145.3),
         "by_model": {
-            "openai/gpt-4o-mini": counts(450, 34, cached=8, calls=3),
-            "openai/gpt-4.1-mini": counts(25, 30, reasoning=20, calls=1),
+            "openai/gpt-4o-mini": counts(450, 34, cached=8, cost=87.3, calls=3),
+            "openai/gpt-4.1-mini": counts(25, 30, reasoning=20, cost=58, calls=1),
         },
     }
     assert second["outputs"] == {"answer": "It arrives on Thursday."}

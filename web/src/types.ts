@@ -122,6 +122,16 @@ export interface Artifact {
   created_by: string
 }
 
+/** GET /usage: tokens and cost summed over runs (docs/observability.md). */
+export interface UsageTotals {
+  runs: number
+  calls: number
+  total_tokens?: number
+  cost_usd: number | null
+  cost_note?: string
+  by_model: Record<string, Record<string, unknown>>
+}
+
 export interface Run {
   id: string
   agent_id: string

@@ -86,6 +86,13 @@ export function useInterval(fn: () => void, ms: number | null): void {
   }, [ms])
 }
 
+/** A cost in US dollars as the console shows it: "$0.000660" below a cent, "$1.23" above;
+ * "—" when it is not known (no priced model call). */
+export function formatCost(usd: unknown): string {
+  if (typeof usd !== 'number') return '—'
+  return usd !== 0 && Math.abs(usd) < 0.01 ? `$${usd.toFixed(6)}` : `$${usd.toFixed(2)}`
+}
+
 /** "1 message", "2 messages", "0 messages": the count with its noun, singular only for one. */
 export function plural(count: number, noun: string, nouns = `${noun}s`): string {
   return `${count} ${count === 1 ? noun : nouns}`

@@ -82,6 +82,7 @@ class Stepper:
             else tuple(map(_key, graph.incoming[n]))
             for n in graph.order
         }
+        self.budget = usage.budget(graph.spec.options)  # the most a run may cost, in USD
         self.scope_size = {
             sid: sum(1 for n in scope.node_ids if graph.nodes[n].type != "error_handler")
             for sid, scope in graph.scopes.items()
@@ -134,6 +135,9 @@ class Stepper:
         else:
             del state.pending[event.command_id]
             self._done(walk, event, frame, node_id)
+        spent = usage.spent(state.usage)
+        if self.budget is not None and spent > self.budget and state.status == "running":
+            return walk.over_budget(spent, self.budget)  # the call that went over completed
         return walk.run()
 
     def check_inputs(self, inputs: dict[str, Any]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from dhub.domain.errors import FieldError, InvalidInput
 from dhub.domain.functions import ITEM_TAGS
 from dhub.domain.nodes import NODE_TYPES
 from dhub.domain.pointers import from_validation_error, join
+from dhub.engine import usage
 from dhub.engine.expressions import is_one_block
 from dhub.engine.graph_checks import check_workflow
 from dhub.sandbox.spec import Problem, code_problems, function_problems
@@ -340,6 +341,8 @@ def collect_errors(doc: Any) -> tuple[AgentSpec | None, list[FieldError]]:
     except ValidationError as exc:
         errors.extend(from_validation_error(exc, body, _UNION_TAGS))
     errors.extend(check_bounds(body))
+    if (budget := usage.budget_problem(body.get("options"))) is not None:
+        errors.append(FieldError(f"/options/{usage.BUDGET}", budget, "out_of_range"))
     errors.extend(check_functions(body))
     errors.extend(check_text(body))
     errors.extend(check_modes(body))

@@ -34,7 +34,7 @@ from dhub.domain.nodes import (
     VariableWorkflowNode,
     WorkflowNode,
 )
-from dhub.engine import actions, react
+from dhub.engine import actions, react, usage
 from dhub.engine.actions import Evaluate, NodeFailure, Scope
 from dhub.engine.containers import Containers
 from dhub.engine.state import (
@@ -91,6 +91,25 @@ class Walk:
                 self._execute(frame, node_id)
             else:
                 self.skip(frame, node_id)
+        return self.finish()
+
+    def over_budget(self, spent: float, limit: float) -> Step:
+        """Stop the run that went over its cost budget: what this step would have started
+        starts not, what runs already is cancelled, and the run fails with kind ``budget``."""
+        for command in self.commands:
+            self.state.pending.pop(getattr(command, "command_id", ""), None)
+        self.commands.clear()
+        self.state.status = "failed"
+        self.state.error = {
+            "kind": "budget",
+            "message": (
+                f"The run cost ${spent:.6f}, over its agent's budget of ${limit:.6f} "
+                f"(options.{usage.BUDGET}): it stopped after the model call that went over. "
+                f"Raise options.{usage.BUDGET} on the agent, or make its runs cheaper."
+            ),
+            "cost_usd": spent,
+            usage.BUDGET: limit,
+        }
         return self.finish()
 
     def finish(self) -> Step:

@@ -5,7 +5,8 @@
 - ``DHUB_ANTHROPIC_API_KEY`` / ``DHUB_ANTHROPIC_BASE_URL`` make the ``anthropic`` entry;
 - ``DHUB_PROVIDERS_FILE`` (YAML or JSON) adds named entries and models, and extends the
   catalog of the two above. The environment wins over the file for those two entries' key and
-  base URL.
+  base URL;
+- ``DHUB_PRICES_FILE`` (YAML or JSON) overrides model prices (providers/prices.py).
 
 Keys are ``SecretStr``: a repr, a log line or an API answer never shows them.
 """
@@ -16,12 +17,13 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, SecretStr
 from pydantic import ValidationError as PydanticError
 
+from dhub.providers.prices import ModelPrice
 from dhub.providers.types import Effort
 
 EntryType = Literal["openai", "anthropic", "openai_compatible", "scripted"]
@@ -79,9 +81,18 @@ class _File(_Strict):
     providers: dict[str, EntryConfig] = Field(default={})
 
 
+_F = TypeVar("_F", bound=_Strict)
+
+
+class _PricesFile(_Strict):
+    prices: dict[str, ModelPrice] = Field(default={})
+
+
 class ProvidersConfig(_Strict):
     entries: dict[str, EntryConfig] = Field(default={})
     file: str | None = None
+    # Model prices that win over the maintained table: "provider/model" or "model" -> price.
+    prices: dict[str, ModelPrice] = Field(default={})
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProvidersConfig:
@@ -103,11 +114,20 @@ class ProvidersConfig(_Strict):
             if url is not None:
                 changes["base_url"] = url
             entries[name] = base.model_copy(update=changes)
-        return cls(entries=entries, file=path)
+        prices_path = env.get("DHUB_PRICES_FILE") or None
+        prices = read_prices(Path(prices_path)).prices if prices_path else {}
+        return cls(entries=entries, file=path, prices=prices)
 
 
 def read_file(path: Path) -> _File:
-    where = f"providers file {path} (DHUB_PROVIDERS_FILE)"
+    return _read(path, f"providers file {path} (DHUB_PROVIDERS_FILE)", _File)
+
+
+def read_prices(path: Path) -> _PricesFile:
+    return _read(path, f"prices file {path} (DHUB_PRICES_FILE)", _PricesFile)
+
+
+def _read(path: Path, where: str, schema: type[_F]) -> _F:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -117,7 +137,7 @@ def read_file(path: Path) -> _File:
     except (ValueError, yaml.YAMLError) as exc:
         raise ConfigError(f"{where}: not valid {path.suffix[1:] or 'YAML'}: {exc}") from None
     try:
-        return _File.model_validate(data or {})
+        return schema.model_validate(data or {})
     except PydanticError as exc:
         problems = [
             f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}"

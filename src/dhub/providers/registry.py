@@ -16,6 +16,7 @@ from dhub.providers.catalog import ModelInfo
 from dhub.providers.client import ModelClient, RetryPolicy
 from dhub.providers.config import BUILT_IN_ENV, EntryConfig, ProvidersConfig
 from dhub.providers.errors import ProviderError
+from dhub.providers.prices import Prices
 from dhub.providers.tokens import TokenCounter
 from dhub.providers.types import Effort, ModelProvider
 
@@ -48,6 +49,7 @@ class Providers:
         self._fallback: _Entry | None = None
         self.demo = False  # the demo model answers for names not configured (enable_demo)
         self._demos: dict[str, _Entry] = {}
+        self.prices = Prices()  # what a call cost (providers/prices.py)
 
     @classmethod
     def from_config(
@@ -56,6 +58,7 @@ class Providers:
         env = os.environ if environ is None else environ
         providers = cls()
         providers.file = config.file
+        providers.prices = Prices(config.prices)
         for name, entry in config.entries.items():
             providers._entries[name] = _from_config(name, entry, env)
         return providers
@@ -103,6 +106,16 @@ class Providers:
     def wire(self, provider: str) -> str:
         """The entry's type: openai, anthropic, openai_compatible or scripted."""
         return self._entry(provider, "").wire
+
+    def cost(
+        self, provider: str, model: str, usage: Mapping[str, Any]
+    ) -> tuple[float | None, str | None]:
+        """What a call of ``provider``/``model`` with ``usage`` cost in US dollars (0 when the
+        demo model answered), or None and a note saying how to price the model."""
+        if self.is_demo(provider):
+            return 0.0, None
+        entry = self._entries.get(provider) or self._fallback
+        return self.prices.cost(provider, entry.wire if entry else "", model, usage)
 
     @property
     def names(self) -> list[str]:

@@ -4,6 +4,8 @@ and usage back to the engine."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -45,7 +47,7 @@ class ProviderModel:
         value: Any = response.message.content
         if request.response_schema:
             value = response.parsed
-        return ModelAnswer(value, self._usage(request, response.usage))
+        return ModelAnswer(value, await self._usage(request, response.usage))
 
     async def chat(self, request: CallChat, live: Live | None = None) -> ModelAnswer:
         try:
@@ -68,14 +70,25 @@ class ProviderModel:
             value["replay"] = dict(message.replay)
         if request.response_schema is not None and not message.tool_calls:
             value["parsed"] = response.parsed
-        return ModelAnswer(value, self._usage(request, response.usage))
+        return ModelAnswer(value, await self._usage(request, response.usage))
 
-    def _usage(self, request: CallModel | CallChat, usage: Usage) -> dict[str, Any]:
+    async def _usage(self, request: CallModel | CallChat, usage: Usage) -> dict[str, Any]:
         """The call's usage; ``"model": "demo"`` when the demo model answered (no provider
-        configured by that name), so every event and view can say so."""
+        configured by that name), so every event and view can say so. ``cost_usd`` is what it
+        cost (providers/prices.py), priced now so the journal keeps it: None with a
+        ``cost_note`` for a model without a known price."""
         counted = usage.as_json()
         if self.providers.is_demo(request.model_provider):
             counted["model"] = DEMO
+        price = functools.partial(
+            self.providers.cost, request.model_provider, request.model, counted
+        )
+        # The first look-up reads the price table: off the event loop, which it would stall.
+        loaded = self.providers.prices.loaded
+        cost, note = price() if loaded else await asyncio.to_thread(price)
+        counted["cost_usd"] = cost
+        if note is not None:
+            counted["cost_note"] = note
         return counted
 
     async def close(self) -> None:

@@ -268,6 +268,31 @@ async def list_runs(
     return [RunRecord(*row) for row in await conn.execute(stmt, values)]
 
 
+async def run_usages(
+    conn: Conn,
+    flt: RunFilter,
+    visible_agent_ids: Sequence[str] | None,
+    hidden_agent_ids: Sequence[str],
+    since_ms: int | None,
+    until_ms: int | None,
+) -> list[dict[str, Any]]:
+    """The ``usage`` of every run ``list_runs`` would list with the same filter and scope,
+    created from ``since_ms`` (inclusive) until ``until_ms`` (exclusive)."""
+    conds: list[ColumnElement[bool]] = [
+        runs.c[name] == getattr(flt, name)
+        for name in ("agent_id", "status", "user_id")
+        if getattr(flt, name)
+    ]
+    conds.extend(_agent_scope(visible_agent_ids is not None, bool(hidden_agent_ids)))
+    if since_ms is not None:
+        conds.append(runs.c.created_at >= since_ms)
+    if until_ms is not None:
+        conds.append(runs.c.created_at < until_ms)
+    values = _scope_values(visible_agent_ids, hidden_agent_ids)
+    rows = await conn.execute(select(runs.c.usage).where(*conds), values)
+    return [dict(row[0] or {}) for row in rows]
+
+
 # -- timers and human tasks ---------------------------------------------------------------------
 
 _DUE = (

@@ -4,10 +4,10 @@ import { ErrorBox, JsonBlock, Loading, PageHeader, StatusBadge, Tags } from '../
 import { Graph } from '../components/Graph'
 import { href, navigate } from '../router'
 import type { Route } from '../router'
-import type { Agent, AgentVersion, Page, Run } from '../types'
+import type { Agent, AgentVersion, Page, Run, UsageTotals } from '../types'
 import { flash, takeFlash } from '../flash'
 import { SCOPE_TEXT, can, useMyScope } from '../scope'
-import { errorText, failureReason, formatTime, shortId, useAsync } from '../util'
+import { errorText, failureReason, formatCost, formatTime, plural, shortId, useAsync } from '../util'
 import { everything, folderLabel } from '../folders'
 import { MarkingBadges } from './Folders'
 import { TriggersSection } from '../components/Triggers'
@@ -60,6 +60,7 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
   )
   const versions = useAsync((s) => api.get<{ data: AgentVersion[] }>(`/agents/${agentId}/versions`, s), [agentId])
   const runs = useAsync((s) => api.get<Page<Run>>(`/runs${query({ agent_id: agentId, limit: 10 })}`, s), [agentId])
+  const usage = useAsync((s) => api.get<UsageTotals>(`/usage${query({ agent_id: agentId })}`, s), [agentId])
   const [actionError, setActionError] = useState<string | null>(null)
   const [copying, setCopying] = useState(false)
   const [saved] = useState(() => takeFlash(agentId))
@@ -194,6 +195,16 @@ export function AgentDetailPage({ agentId, route }: { agentId: string; route: Ro
             <p className="muted">No runs yet.</p>
           )}
           <a href={href('/runs', { agent_id: agent.id })}>All runs of this agent</a>
+          <h2>Usage</h2>
+          {usage.data ? (
+            <p data-testid="agent-usage">
+              {plural(usage.data.runs, 'run')}, {plural(usage.data.total_tokens ?? 0, 'token')}:{' '}
+              <strong>{formatCost(usage.data.cost_usd)}</strong>
+              {usage.data.cost_note && <span className="muted small"> ({usage.data.cost_note})</span>}
+            </p>
+          ) : (
+            <p className="muted">{usage.error ? errorText(usage.error) : 'Loading…'}</p>
+          )}
         </aside>
       </div>
       {/* Triggers are for the agent's editors (the API answers no one else), on event agents. */}

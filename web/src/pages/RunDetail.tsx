@@ -11,7 +11,7 @@ import type { NodeRun } from '../runstate'
 import { useSession } from '../session'
 import type { Agent, Artifact, Run, RunEvent, Task, WorkflowNode } from '../types'
 import { useRunEvents } from '../useRunEvents'
-import { errorText, formatDuration, formatTime, plural, useAsync, useInterval } from '../util'
+import { errorText, formatCost, formatDuration, formatTime, plural, useAsync, useInterval } from '../util'
 
 const FINISHED = new Set(['succeeded', 'failed', 'cancelled'])
 const REFRESH_ON = new Set([
@@ -150,6 +150,12 @@ export function RunDetailPage({ runId }: { runId: string }) {
           <h2>Inputs</h2>
           <KeyValues values={r.inputs} />
           <h2>Usage</h2>
+          {'cost_usd' in (r.usage ?? {}) && (
+            <p data-testid="run-cost">
+              Cost: <strong>{formatCost(r.usage.cost_usd)}</strong>
+              {typeof r.usage.cost_note === 'string' && <span className="muted small"> ({r.usage.cost_note})</span>}
+            </p>
+          )}
           <KeyValues values={usage} empty="No model calls." testId="run-usage" />
           <h2>Timing</h2>
           <dl className="kv">

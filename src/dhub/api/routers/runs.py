@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Header, Query, Request
@@ -12,6 +13,8 @@ from pydantic import BaseModel
 from dhub.api.deps import Ctx, json_body
 from dhub.api.responses import ERROR_RESPONSES, JSON, encode
 from dhub.domain.bounds import SeqNumber
+from dhub.domain.errors import FieldError, InvalidInput
+from dhub.services import usage as usage_service
 from dhub.store.runs import CommandRecord, EventRecord, RunRecord
 
 router = APIRouter(tags=["runs"], responses=ERROR_RESPONSES)
@@ -139,6 +142,52 @@ async def list_runs(
     (admins: every run); newest first."""
     page = await ctx.svc.runs.page(ctx.who, agent_id, status, limit, cursor)
     return JSON({"data": [run_json(r) for r in page.data], "next_cursor": page.next_cursor})
+
+
+class UsageTotals(BaseModel):
+    """Tokens and cost summed over runs; ``by_model`` has the same counts per
+    ``"<provider>/<model>"``. ``cost_usd`` leaves out calls of a model without a known price
+    (``cost_note`` then names it)."""
+
+    runs: int
+    calls: int
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float | None
+    cost_note: str | None = None
+    by_model: dict[str, dict[str, Any]]
+
+
+@router.get("/usage", response_model=UsageTotals)
+async def usage_totals(
+    ctx: Ctx,
+    agent_id: str | None = None,
+    user_id: str | None = None,
+    since: Annotated[
+        datetime | None, Query(alias="from", description="Runs created at or after (ISO 8601)")
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(alias="to", description="Runs created before (ISO 8601)")
+    ] = None,
+) -> Any:
+    """Tokens and cost of the runs ``GET /runs`` would list with these filters, summed."""
+    since_ms, until_ms = _ms(since), _ms(until)
+    if since_ms is not None and until_ms is not None and since_ms >= until_ms:
+        message = f"'from' ({since}) must be before 'to' ({until})."
+        raise InvalidInput([FieldError("/query/from", message, "range"),
+                            FieldError("/query/to", message, "range")])  # fmt: skip
+    query = usage_service.UsageQuery(agent_id, user_id, since_ms, until_ms)
+    return JSON(await usage_service.report(ctx.svc.runs, ctx.who, query))
+
+
+def _ms(moment: datetime | None) -> int | None:
+    """Epoch milliseconds; a time without a zone is UTC."""
+    if moment is None:
+        return None
+    return int((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp() * 1000)
 
 
 @router.get("/runs/{run_id}", response_model=Run)
