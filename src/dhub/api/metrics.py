@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import text
+from sqlalchemy import func, select, text
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
@@ -24,6 +24,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from dhub.domain.errors import Forbidden, Unauthenticated
 from dhub.observability import metrics
+from dhub.runtime.queue import QUEUE
+from dhub.store import tables
 from dhub.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -64,15 +66,16 @@ async def _check_token(request: Request, access: MetricsAccess) -> None:
         who = await request.app.state.services.auth.authenticate(header)
     except Unauthenticated as exc:
         raise Unauthenticated(
-            f"{exc} /metrics takes DHUB_METRICS_TOKEN or an admin's API token."
+            f"{exc.detail} /metrics takes DHUB_METRICS_TOKEN or an admin's API token."
         ) from exc
     if not who.is_admin:
         raise Forbidden("/metrics takes DHUB_METRICS_TOKEN or an admin's API token.")
 
 
-_RUNS = text(
-    "SELECT status, count(*) FROM runs WHERE status IN ('queued', 'running', 'waiting') "
-    "GROUP BY status"
+_RUNS = (
+    select(tables.runs.c.status, func.count())
+    .where(tables.runs.c.status.in_(("queued", "running", "waiting")))  # ix_runs_status
+    .group_by(tables.runs.c.status)
 )
 _JOBS = text("""
 SELECT queue_name,
@@ -106,8 +109,10 @@ async def _snapshot(db: Database, distributed: bool) -> metrics.Snapshot | None:
     except Exception as exc:
         log.warning("/metrics: the database's gauges are left out: %r", exc)
         return None
-    for queue, _ in jobs:
+    for queue in {QUEUE, *(queue for queue, _ in jobs)}:  # zeros rather than no series
         lag.setdefault(queue, 0.0)
+        for state in ("due", "scheduled", "doing"):
+            jobs.setdefault((queue, state), 0)
     return metrics.Snapshot(runs, jobs, lag)
 
 
@@ -142,6 +147,11 @@ class HttpMetrics:
 
 
 def _template(scope: Scope) -> str:
-    route: Any = scope.get("route")  # set by the router on the scope it was given
-    path = getattr(route, "path", None)
+    """The matched route's template, set by the router on the scope it was given. FastAPI
+    0.16x keeps an included router whole: its ``scope["route"]`` is the route as the router
+    declared it (``/runs/{run_id}``), the template with the router's prefix is on the
+    effective route context it also leaves there."""
+    inner = scope.get("fastapi")
+    context: Any = inner.get("effective_route_context") if isinstance(inner, dict) else None
+    path = getattr(context, "path_format", None) or getattr(scope.get("route"), "path", None)
     return path if isinstance(path, str) and path else "unmatched"

@@ -30,6 +30,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
     multiprocess,
 )
@@ -38,8 +39,17 @@ from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
 
-MODES = ("off", "on", "token")
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_shared = os.environ.get(MULTIPROC_ENV)
+if _shared and not os.path.isdir(_shared):  # prometheus-client would fail on a file name
+    raise RuntimeError(
+        f"{MULTIPROC_ENV}={_shared!r} is not a directory: create it (empty) before starting "
+        "dhub's processes, or unset it (docs/observability.md, 'Several processes')."
+    )
+
+# No ``*_created`` series beside each counter and histogram: Prometheus does not use them, and
+# they would double what every scrape carries.
+disable_created_metrics()
 
 # Seconds. A run spans from milliseconds (a workflow of expressions) to days (waiting for a
 # person); a step is the engine's own work and its write; a model call, a sandbox call and a
