@@ -49,7 +49,7 @@ if _shared and not os.path.isdir(_shared):  # prometheus-client would fail on a 
 
 # No ``*_created`` series beside each counter and histogram: Prometheus does not use them, and
 # they would double what every scrape carries.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]
 
 # Seconds. A run spans from milliseconds (a workflow of expressions) to days (waiting for a
 # person); a step is the engine's own work and its write; a model call, a sandbox call and a
