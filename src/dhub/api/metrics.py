@@ -141,9 +141,8 @@ class HttpMetrics:
             await self.app(scope, receive, sending)
         finally:
             method = scope["method"] if scope["method"] in _METHODS else "OTHER"
-            route = _template(scope)
-            metrics.HTTP_REQUESTS.labels(method, route, str(status)).inc()
-            metrics.HTTP_SECONDS.labels(method, route).observe(time.perf_counter() - began)
+            seconds = time.perf_counter() - began
+            metrics.http_request(method, _template(scope), str(status), seconds)
 
 
 def _template(scope: Scope) -> str:

@@ -187,6 +187,21 @@ def model_failed(provider: str, model: str, kind: str, seconds: float) -> None:
     MODEL_SECONDS.labels(provider, model).observe(seconds)
 
 
+# (method, route, status) -> its counter and histogram children: ``labels()`` validates and
+# locks at each call, a measurable share of a fast request (bench/metrics.py). Bounded: the
+# routes are templates and the methods a fixed set (api/metrics.py).
+_http: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+
+def http_request(method: str, route: str, status: str, seconds: float) -> None:
+    children = _http.get((method, route, status))
+    if children is None:
+        children = (HTTP_REQUESTS.labels(method, route, status), HTTP_SECONDS.labels(method, route))
+        _http[(method, route, status)] = children
+    children[0].inc()
+    children[1].observe(seconds)
+
+
 def sandbox_cold_start() -> None:
     if _on:
         SANDBOX_COLD.inc()
