@@ -11,6 +11,7 @@ from pathlib import Path
 from dhub.providers.config import ProvidersConfig
 
 EXECUTION_MODES = ("embedded", "distributed")
+METRICS_MODES = ("off", "on", "token")
 log = logging.getLogger("dhub")
 
 
@@ -46,8 +47,21 @@ class Settings:
     # How often a process that executes runs looks for schedules' due ticks
     # (DHUB_SCHEDULE_POLL_SECONDS; 0: this process starts no ticks; docs/triggers.md).
     schedule_poll_seconds: float = 5.0
+    # GET /metrics (DHUB_METRICS: off, on, token; docs/observability.md): off answers 404 and
+    # records nothing; token asks for DHUB_METRICS_TOKEN or an admin's API token.
+    metrics: str = "off"
+    metrics_token: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if self.metrics not in METRICS_MODES:
+            raise ValueError(
+                f"DHUB_METRICS must be one of {', '.join(METRICS_MODES)}, not {self.metrics!r}."
+            )
+        if self.metrics_token is not None and len(self.metrics_token) < 16:
+            raise ValueError(
+                "DHUB_METRICS_TOKEN must be at least 16 characters (a random string, e.g. "
+                "`openssl rand -hex 32`), or unset (admins' API tokens only)."
+            )
         if not 0 <= self.schedule_poll_seconds <= 30:
             raise ValueError(
                 "DHUB_SCHEDULE_POLL_SECONDS must be a number of seconds from 0 (this process "
@@ -84,6 +98,7 @@ class Settings:
         directory = Path(data_dir or os.environ.get("DHUB_DATA_DIR") or ".dhub").resolve()
         url = database_url or os.environ.get("DHUB_DATABASE_URL") or default_sqlite_url(directory)
         examples = examples_dir or os.environ.get("DHUB_EXAMPLES_DIR")
+        token = os.environ.get("DHUB_METRICS_TOKEN") or None
         return cls(
             data_dir=directory,
             database_url=url,
@@ -102,6 +117,9 @@ class Settings:
             ),
             secret_key=os.environ.get("DHUB_SECRET_KEY") or None,
             schedule_poll_seconds=float(os.environ.get("DHUB_SCHEDULE_POLL_SECONDS") or 5),
+            # A token given alone means token mode: metrics were asked for, and protected.
+            metrics=(os.environ.get("DHUB_METRICS") or ("token" if token else "off")).lower(),
+            metrics_token=token,
         )
 
 

@@ -21,7 +21,7 @@ from dhub import __version__
 from dhub.access.bootstrap import ADMIN_ID, ensure_admin
 from dhub.access.principal import Principal
 from dhub.access.tokens import Authenticator
-from dhub.api import a2a, apidocs, console, errors, mcp, yaml_io
+from dhub.api import a2a, apidocs, console, errors, mcp, metrics, yaml_io
 from dhub.api.deps import Services
 from dhub.api.routers import (
     agents,
@@ -43,6 +43,7 @@ from dhub.api.routers import (
 )
 from dhub.domain.agent import AgentSpec
 from dhub.domain.resources import KINDS
+from dhub.observability.metrics import configure as configure_metrics
 from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
 from dhub.services.examples import Makers, load_examples
@@ -75,6 +76,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        configure_metrics(settings.metrics)  # before the runtime resumes runs
+        app.state.metrics = metrics.MetricsAccess(settings.metrics, settings.metrics_token)
         runtime = await open_runtime(settings, worker)
         db = runtime.db
         auth = Authenticator(db)
@@ -139,6 +142,7 @@ def create_app(
     app = _bare_app(lifespan)
     errors.install(app)
     app.add_middleware(yaml_io.YamlResponses)  # JSON responses as YAML, when asked
+    app.add_middleware(metrics.HttpMetrics)  # outermost: it times everything (DHUB_METRICS)
     app.router.routes.extend(_shared_routes())
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
@@ -175,6 +179,11 @@ def _shared_routes() -> list[BaseRoute]:
     one's."""
     app = _bare_app(openapi_url=None)
     app.include_router(health.router)
+    # For Prometheus, not the API's clients: outside /api/v1 and the OpenAPI document, and
+    # guarded by DHUB_METRICS itself (api/metrics.py).
+    app.router.routes.append(
+        Route(metrics.PATH, metrics.endpoint, methods=["GET"], include_in_schema=False)
+    )
     # The interop entry points first: a request walks the routes in order, and these are
     # called per model turn or tool call by other programs (bench/README.md measured about
     # 1 ms of route matching when they came last). Their prefixes overlap no other route.

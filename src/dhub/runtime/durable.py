@@ -254,7 +254,7 @@ class RunExecutor:
             self.committer, run.id, self.owner, max(run.step_count, 1), run.event_count + 1,
             state, live, notify=self._notify, stopping=self._is_closing, parks=self._parks,
             draining=self._is_draining,
-            conversation_id=run.conversation_id,
+            conversation_id=run.conversation_id, agent_id=run.agent_id, created_at=run.created_at,
         )  # fmt: skip
         live.journal = writer
         live.loaded.set()

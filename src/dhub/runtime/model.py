@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
 from dhub.engine.state import CallChat, CallModel
+from dhub.observability import metrics
 from dhub.providers.demo import NAME as DEMO
 from dhub.providers.errors import ProviderError
 from dhub.providers.memo import ByIdentity
@@ -18,6 +20,7 @@ from dhub.providers.types import (
     Delta,
     Message,
     ModelRequest,
+    ModelResponse,
     ToolCall,
     ToolCallDelta,
     ToolSpec,
@@ -37,27 +40,14 @@ class ProviderModel:
         self._messages: ByIdentity[dict[str, Any], Message] = ByIdentity(_message)
 
     async def complete(self, request: CallModel, live: Live | None = None) -> ModelAnswer:
-        try:
-            client = self.providers.client(request.model_provider, request.model)
-            response = await client.complete(
-                model_request(request), None if live is None else _relay(request, live)
-            )
-        except ProviderError as exc:
-            raise PortError(exc.kind, str(exc), exc.details()) from exc
+        response = await self._call(request, model_request(request), live)
         value: Any = response.message.content
         if request.response_schema:
             value = response.parsed
         return ModelAnswer(value, await self._usage(request, response.usage))
 
     async def chat(self, request: CallChat, live: Live | None = None) -> ModelAnswer:
-        try:
-            client = self.providers.client(request.model_provider, request.model)
-            response = await client.complete(
-                chat_request(request, self._messages),
-                None if live is None else _relay(request, live),
-            )
-        except ProviderError as exc:
-            raise PortError(exc.kind, str(exc), exc.details()) from exc
+        response = await self._call(request, chat_request(request, self._messages), live)
         message = response.message
         value: dict[str, Any] = {
             "content": message.content,
@@ -71,6 +61,26 @@ class ProviderModel:
         if request.response_schema is not None and not message.tool_calls:
             value["parsed"] = response.parsed
         return ModelAnswer(value, await self._usage(request, response.usage))
+
+    async def _call(
+        self, request: CallModel | CallChat, sent: ModelRequest, live: Live | None
+    ) -> ModelResponse:
+        """The provider's answer, counted (observability/metrics.py) as answered or failed
+        by provider and model ("demo" when the demo model answers)."""
+        provider, began = request.model_provider, time.perf_counter()
+        model = DEMO if self.providers.is_demo(provider) else request.model
+        try:
+            client = self.providers.client(provider, request.model)
+            response = await client.complete(sent, None if live is None else _relay(request, live))
+        except ProviderError as exc:
+            metrics.model_failed(provider, model, exc.kind, time.perf_counter() - began)
+            raise PortError(exc.kind, str(exc), exc.details()) from exc
+        except Exception:
+            metrics.model_failed(provider, model, "crashed", time.perf_counter() - began)
+            raise
+        metrics.model_answered(provider, model, response.usage.as_json(),
+                               time.perf_counter() - began)  # fmt: skip
+        return response
 
     async def _usage(self, request: CallModel | CallChat, usage: Usage) -> dict[str, Any]:
         """The call's usage; ``"model": "demo"`` when the demo model answered (no provider

@@ -16,6 +16,7 @@ import contextlib
 import copy
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +32,7 @@ from dhub.engine.state import (
     Fail,
     Step,
 )
+from dhub.observability import metrics
 from dhub.runtime import checkpoints, journal, mail
 from dhub.runtime.deltas import coalesce
 from dhub.runtime.executor import RunResult
@@ -133,6 +135,8 @@ class RunWriter:
     writing: asyncio.Lock = field(default_factory=asyncio.Lock)
     status: str = "running"  # as last saved
     waiting: dict[str, Any] | None = None
+    agent_id: str = ""  # for metrics: runs started and finished by agent
+    created_at: int | None = None  # the run's (ms): its duration when it ends
 
     async def __call__(self, step: Step) -> None:
         async with self.writing:
@@ -143,6 +147,7 @@ class RunWriter:
             # A shutdown, not a decision about the run: save nothing (not even the cancelled
             # step the executor makes of it); the lease lapses and a later start resumes it.
             raise Stopped(self.run_id)
+        began, first = time.perf_counter(), self.step == 1
         patch, after = checkpoints.advance(self.before, vars(step.state))
         if not patch and not step.events and not step.commands and not self.shown:
             return  # nothing happened (a result for a command abandoned earlier)
@@ -159,8 +164,10 @@ class RunWriter:
                 await asyncio.wait([saving])
             if saving.exception() is None:
                 self._saved(write, after)
+                self._measure(write, first, began)
             raise
         self._saved(write, after)
+        self._measure(write, first, began)
         if self.live.parking:
             raise Parked(self.run_id)
         if self.draining() and not write.ended:
@@ -239,6 +246,12 @@ class RunWriter:
                     log.warning("run %s: streamed events not saved: %r", self.run_id, exc)
                     return
                 self._saved(write, self.before)
+
+    def _measure(self, write: StepWrite, first: bool, began: float) -> None:
+        ended = write.status if write.ended else None
+        seconds = time.perf_counter() - began
+        metrics.step_saved(self.agent_id, seconds, first=first, ended=ended,
+                           created_at=self.created_at)  # fmt: skip
 
     def _saved(self, write: StepWrite, after: dict[str, Any]) -> None:
         self.released = write.release

@@ -18,6 +18,7 @@ from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from dhub.observability import metrics
 from dhub.sandbox.worker import FunctionResult, Host, Worker
 
 Starter = Callable[[], Awaitable[tuple[Worker | None, FunctionResult]]]
@@ -40,16 +41,22 @@ class WarmPool:
     ) -> FunctionResult:  # fmt: skip
         worker = self._take(key) if warm else None
         if worker is None:
+            metrics.sandbox_cold_start()
             worker, failure = await start()
             if worker is None:
                 return failure
         if warm:
             self._refill(key, start)
+        began = time.perf_counter()
+        metrics.sandbox_busy(1)
         try:
             result = await worker.call(inputs, seconds, host)
         except BaseException:
             await worker.stop()
             raise
+        finally:
+            metrics.sandbox_busy(-1)
+        metrics.sandbox_called(result.kind, time.perf_counter() - began)
         if warm and worker.usable and not self._closed:
             self._give_back(key, worker)
         else:
@@ -60,6 +67,7 @@ class WarmPool:
         idle = self._idle.get(key)
         while idle:
             worker, _ = idle.pop()
+            metrics.sandbox_idle(-1)
             if worker.usable:
                 self._idle.move_to_end(key)
                 return worker
@@ -73,6 +81,7 @@ class WarmPool:
             self._stop_later(worker)
             return
         idle.append((worker, time.monotonic()))
+        metrics.sandbox_idle(1)
         self._trim()
 
     def _refill(self, key: Any, start: Starter) -> None:
@@ -105,6 +114,7 @@ class WarmPool:
             idle = self._idle[key]
             while idle and (count > self._idle_total or now - idle[0][1] > self._idle_seconds):
                 worker, _ = idle.popleft()
+                metrics.sandbox_idle(-1)
                 count -= 1
                 self._stop_later(worker)
             if not idle:
@@ -132,6 +142,7 @@ class WarmPool:
         self._closed = True
         workers = [worker for idle in self._idle.values() for worker, _ in idle]
         self._idle.clear()
+        metrics.sandbox_idle(-len(workers))
         for worker in workers:
             self._stop_later(worker)
         with contextlib.suppress(Exception):

@@ -33,6 +33,7 @@ from dhub.engine.state import CancelRun, RunState
 from dhub.engine.stepper import Stepper
 from dhub.engine.validate import validate_agent_document
 from dhub.engine.values import InputError, check_submission
+from dhub.observability import metrics
 from dhub.providers.types import EFFORTS
 from dhub.runtime import checkpoints
 from dhub.runtime.dispatch import STEPS_CHANNEL, Dispatch, InProcess, notify
@@ -425,6 +426,7 @@ class RunService:
             if not self.dispatch.holds_new_runs:
                 await notify(conn, STEPS_CHANNEL, [run.id])  # other API processes' streams
         self.hub.notify(run.id)  # the streams of this process
+        metrics.run_finished(run.agent_id, "cancelled", run.created_at)
 
     async def events(
         self, who: Principal, run_id: str, after: int, limit: int
