@@ -16,6 +16,7 @@ from dhub.providers.types import (
     Delta,
     Message,
     ModelRequest,
+    ModelResponse,
     ToolCall,
     ToolCallDelta,
     ToolSpec,
@@ -45,7 +46,7 @@ class ProviderModel:
         value: Any = response.message.content
         if request.response_schema:
             value = response.parsed
-        return ModelAnswer(value, self._usage(request, response.usage))
+        return _answer(value, self._usage(request, response.usage), response)
 
     async def chat(self, request: CallChat, live: Live | None = None) -> ModelAnswer:
         try:
@@ -68,7 +69,7 @@ class ProviderModel:
             value["replay"] = dict(message.replay)
         if request.response_schema is not None and not message.tool_calls:
             value["parsed"] = response.parsed
-        return ModelAnswer(value, self._usage(request, response.usage))
+        return _answer(value, self._usage(request, response.usage), response)
 
     def _usage(self, request: CallModel | CallChat, usage: Usage) -> dict[str, Any]:
         """The call's usage; ``"model": "demo"`` when the demo model answered (no provider
@@ -80,6 +81,10 @@ class ProviderModel:
 
     async def close(self) -> None:
         await self.providers.aclose()
+
+
+def _answer(value: Any, usage: dict[str, Any], response: ModelResponse) -> ModelAnswer:
+    return ModelAnswer(value, usage, response.stop_reason, response.model or None)
 
 
 def model_request(request: CallModel) -> ModelRequest:

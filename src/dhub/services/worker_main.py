@@ -7,6 +7,7 @@ import contextlib
 import logging
 import signal
 
+from dhub.observability import traces
 from dhub.runtime.queue import QUEUE
 from dhub.services.runtime import WorkerOptions, open_runtime
 from dhub.services.schedules import scheduler_for
@@ -24,6 +25,7 @@ async def run_worker(
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
+    traces.start()  # OTEL_* variables (docs/observability.md)
     runtime = await open_runtime(settings, WorkerOptions(concurrency, queues or (QUEUE,), grace))
     runtime.scheduler = scheduler_for(runtime)  # schedules' ticks (docs/triggers.md)
     try:
@@ -36,3 +38,4 @@ async def run_worker(
         log.info("stopping: the runs here go back to the queue")
     finally:
         await runtime.close()
+        traces.stop()
