@@ -99,8 +99,7 @@ def executor(db: Any, graph: CompiledGraph, seconds: float) -> RunExecutor:
 
 async def _database(url: str) -> Any:
     db = await database(url)
-    for engine in db.engines:
-        traces.instrument_engine(engine)  # nothing when tracing is off
+    traces.instrument_engines(db.engines)  # nothing when tracing is off
     return db
 
 

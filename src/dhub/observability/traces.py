@@ -146,7 +146,11 @@ def uninstall() -> None:
         return
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
+    from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
+
     HTTPXClientInstrumentor().uninstrument()
+    if SQLAlchemyInstrumentor().is_instrumented_by_opentelemetry:
+        SQLAlchemyInstrumentor().uninstrument()
     if _state.owned:
         _state.provider.shutdown()
     _state = None
@@ -171,14 +175,21 @@ def instrument_app(app: Any) -> None:
     FastAPIInstrumentor.instrument_app(app, tracer_provider=_state.provider)
 
 
-def instrument_engine(engine: Any) -> None:
-    """A span per SQL statement of ``engine`` (SQLAlchemy's, sync or async)."""
+def instrument_engines(engines: list[Any]) -> None:
+    """A span per SQL statement of ``engines`` (SQLAlchemy's, sync or async): a process's
+    database. The instrumentor is one per process: a later database (tests, benchmarks)
+    takes it over from the earlier one."""
     if _state is None:
         return
     from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
 
-    sync = getattr(engine, "sync_engine", engine)
-    SQLAlchemyInstrumentor().instrument(engine=sync, tracer_provider=_state.provider)
+    instrumentor = SQLAlchemyInstrumentor()
+    if instrumentor.is_instrumented_by_opentelemetry:
+        instrumentor.uninstrument()
+    syncs = [getattr(engine, "sync_engine", engine) for engine in engines]
+    # The package declares SQLAlchemy < 2.1 and would silently do nothing with dhub's 2.1;
+    # its event hooks work there (tests/integration/test_traces.py sees the statements).
+    instrumentor.instrument(engines=syncs, tracer_provider=_state.provider, skip_dep_check=True)
 
 
 def carried() -> dict[str, Any]:

@@ -194,8 +194,7 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
     vault = SecretVault.open(settings.data_dir, settings.secret_key)
     secrets.install(vault)  # for what reveals values without a vault at hand (MCP servers)
     db = Database(settings.database_url)
-    for engine in db.engines:
-        traces.instrument_engine(engine)  # when tracing is on (docs/observability.md)
+    traces.instrument_engines(db.engines)  # when tracing is on (docs/observability.md)
     await db.migrate()
     await install_builtins(db)  # the built-in agents of this dhub, installed or upgraded
     sandbox = SandboxRunner(SandboxSettings.from_env(settings.data_dir))
