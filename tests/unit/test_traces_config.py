@@ -35,6 +35,10 @@ def test_what_dhub_cannot_export_is_refused_naming_the_variable() -> None:
     grpc = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://x:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}
     with pytest.raises(ValueError, match="OTLP over HTTP only"):
         traces.start(grpc)
+    capture = {"OTEL_TRACES_EXPORTER": "console", "DHUB_OTEL_CAPTURE_CONTENT": "yes"}
     with pytest.raises(ValueError, match="DHUB_OTEL_CAPTURE_CONTENT must be on or off"):
-        traces.start({"OTEL_TRACES_EXPORTER": "console", "DHUB_OTEL_CAPTURE_CONTENT": "yes"})
+        traces.start(capture)
+    with pytest.raises(ValueError, match="DHUB_OTEL_CAPTURE_CONTENT must be on or off"):
+        traces.check(capture)  # what the CLI asks before it starts a server or a worker
     assert not traces.enabled()
+    traces.check({"DHUB_OTEL_CAPTURE_CONTENT": "yes"})  # tracing off: nothing to refuse

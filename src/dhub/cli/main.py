@@ -178,13 +178,15 @@ def worker(
 
 
 def _logging() -> str:
-    """The process's log lines, as DHUB_LOG_FORMAT says (text or json)."""
-    from dhub.observability import logs
+    """The process's log lines, as DHUB_LOG_FORMAT says (text or json); the OTEL_* variables
+    checked too (a server or worker starts only with settings it can honour)."""
+    from dhub.observability import logs, traces
 
     try:
+        traces.check()
         return logs.configure()
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint=logs.FORMAT_ENV) from None
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _settings(**kwargs: Any) -> Any:

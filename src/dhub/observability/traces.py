@@ -91,27 +91,38 @@ def start(env: Mapping[str, str] = os.environ) -> bool:
     return True
 
 
-def _exporter(env: Mapping[str, str]) -> Any:
+def check(env: Mapping[str, str] = os.environ) -> None:
+    """Refuse, before a process starts, what ``start`` would refuse (ValueError)."""
+    if wanted(env):
+        _capture(env)
+        _exporter_kind(env)
+
+
+def _exporter_kind(env: Mapping[str, str]) -> str:
     kind = (env.get("OTEL_TRACES_EXPORTER") or "otlp").strip().lower()
-    if kind == "otlp":
-        protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get(
-            "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
+    if kind not in ("otlp", "console"):
+        raise ValueError(
+            f"OTEL_TRACES_EXPORTER={kind!r} is not one dhub has: use otlp, console or none."
         )
-        if protocol != "http/protobuf":
-            raise ValueError(
-                f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: dhub exports OTLP over HTTP only; "
-                "set it to http/protobuf (the collector's port 4318) or leave it unset."
-            )
+    protocol = env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get(
+        "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"
+    )
+    if kind == "otlp" and protocol != "http/protobuf":
+        raise ValueError(
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r}: dhub exports OTLP over HTTP only; "
+            "set it to http/protobuf (the collector's port 4318) or leave it unset."
+        )
+    return kind
+
+
+def _exporter(env: Mapping[str, str]) -> Any:
+    if _exporter_kind(env) == "otlp":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         return OTLPSpanExporter()  # endpoint, headers, timeout: OTEL_EXPORTER_OTLP_*
-    if kind == "console":
-        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-        return ConsoleSpanExporter()
-    raise ValueError(
-        f"OTEL_TRACES_EXPORTER={kind!r} is not one dhub has: use otlp, console or none."
-    )
+    return ConsoleSpanExporter()
 
 
 def _where(env: Mapping[str, str]) -> str:
@@ -145,7 +156,6 @@ def uninstall() -> None:
     if _state is None:
         return
     from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-
     from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
 
     HTTPXClientInstrumentor().uninstrument()
@@ -283,15 +293,21 @@ class RunTrace:
             if (earlier := self._nodes.pop(key, None)) is not None:
                 earlier.end()  # a retry starts it anew
             self._nodes[key] = self._open_node(frame, node_id)
-        elif kind in ("node.succeeded", "node.skipped"):
-            self._close(self._nodes.pop(key, None) or self.node_span(frame, node_id), kind)
+        elif kind == "node.skipped":  # never started: a span of no length says so
+            self._close(self._open_node(frame, node_id), kind)
+        elif kind == "node.succeeded":
+            self._close(self._take(frame, node_id), kind)
         elif kind == "node.failed":
-            span = self._nodes.pop(key, None) or self.node_span(frame, node_id)
-            self._nodes.pop(key, None)
+            span = self._take(frame, node_id)
             error = event.get("error") if isinstance(event.get("error"), dict) else {}
             span.set_attribute("error.type", str(error.get("kind", "error")))
             span.set_status(Status(StatusCode.ERROR, str(error.get("message", ""))[:500]))
             span.end()
+
+    def _take(self, frame: str, node_id: str) -> Span:
+        """The node's open span, to end: opened now when it started in an earlier execution."""
+        self.node_span(frame, node_id)
+        return self._nodes.pop(f"{frame}/{node_id}" if frame else node_id)
 
     @staticmethod
     def _close(span: Span, kind: str) -> None:
@@ -360,7 +376,10 @@ class RunTrace:
     def close(self, status: str, error: dict[str, Any] | None = None) -> None:
         """End the execution's spans: the run ended (``status``), or it leaves this process
         (``parked``, ``stopped``); spans still open (a node waiting) end with it."""
-        for span in [*self._tools.values(), *reversed(self._nodes.values())]:
+        for span in self._tools.values():
+            span.set_attribute("dhub.tool.outcome", "open")  # e.g. waiting for a person's yes
+            span.end()
+        for span in reversed(self._nodes.values()):
             span.set_attribute("dhub.node.outcome", "open")
             span.end()
         self._tools.clear()
