@@ -103,9 +103,10 @@ def test_a_workflow_with_a_loop(settings: Settings, spans: InMemorySpanExporter)
     assert all(parent_of(spans, s) is loop for s in squares)
     [total] = [s for s in nodes if s.name == "node sum_squares"]
     assert parent_of(spans, total).name == "node aggregate"  # a parallel's branch
-    flaky = [s for s in nodes if s.name == "node flaky"]
-    assert flaky and all(s.status.status_code.name == "ERROR" for s in flaky)
-    assert attrs(flaky[-1])["error.type"]
+    flaky = sorted((s for s in nodes if s.name == "node flaky"), key=lambda s: s.start_time or 0)
+    assert [attrs(s)["dhub.node.outcome"] for s in flaky] == ["retrying", "retrying", "failed"]
+    assert all(s.status.status_code.name == "ERROR" for s in flaky)
+    assert attrs(flaky[-1])["error.type"] == "exception"
 
 
 def test_an_incoming_traceparent_continues_into_the_run(

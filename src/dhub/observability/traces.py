@@ -297,10 +297,11 @@ class RunTrace:
             self._close(self._open_node(frame, node_id), kind)
         elif kind == "node.succeeded":
             self._close(self._take(frame, node_id), kind)
-        elif kind == "node.failed":
+        elif kind in ("node.failed", "node.retrying"):  # a retry is a span of its own
             span = self._take(frame, node_id)
             error = event.get("error") if isinstance(event.get("error"), dict) else {}
-            span.set_attribute("error.type", str(error.get("kind", "error")))
+            span.set_attribute("error.type", str(error.get("type") or error.get("kind", "error")))
+            span.set_attribute("dhub.node.outcome", kind.removeprefix("node."))
             span.set_status(Status(StatusCode.ERROR, str(error.get("message", ""))[:500]))
             span.end()
 
