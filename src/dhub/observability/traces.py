@@ -245,7 +245,7 @@ class RunTrace:
         self.tracer = tracing.tracer
         self.capture = tracing.capture
         self.graph = graph
-        saved = sys.get(SYS_KEY) if isinstance(sys.get(SYS_KEY), dict) else {}
+        saved = _dict(sys.get(SYS_KEY))
         parent = _extract(saved.get("parent"))
         links = []
         if resumed and (earlier := _extract(saved.get("run"))) is not None:
@@ -299,7 +299,7 @@ class RunTrace:
             self._close(self._take(frame, node_id), kind)
         elif kind in ("node.failed", "node.retrying"):  # a retry is a span of its own
             span = self._take(frame, node_id)
-            error = event.get("error") if isinstance(event.get("error"), dict) else {}
+            error = _dict(event.get("error"))
             span.set_attribute("error.type", str(error.get("type") or error.get("kind", "error")))
             span.set_attribute("dhub.node.outcome", kind.removeprefix("node."))
             span.set_status(Status(StatusCode.ERROR, str(error.get("message", ""))[:500]))
@@ -367,7 +367,7 @@ class RunTrace:
         if span is None:
             return  # called in an earlier execution: that span ended with it
         if kind == "tool.failed":
-            error = event.get("error") if isinstance(event.get("error"), dict) else {}
+            error = _dict(event.get("error"))
             span.set_attribute("error.type", str(error.get("kind", "error")))
             span.set_status(Status(StatusCode.ERROR, str(error.get("message", ""))[:500]))
         elif self.capture:
@@ -501,6 +501,10 @@ def _output(value: Any, reason: str) -> dict[str, Any]:
         text = value if isinstance(value, str) else _json(value)
         message = {"role": "assistant", "parts": [{"type": "text", "content": text}]}
     return {**message, "finish_reason": reason}
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _json(value: Any) -> str:
