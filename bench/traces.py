@@ -7,10 +7,11 @@ request and answers 200), everything in one process as in production.
     per call), every step saved on SQLite (the shapes of bench/runs.py);
 (b) 200 concurrent runs of a 10-step chain whose function waits 10 ms (bench/runs.py (b)).
 
-Off and on alternate, ROUNDS times each, and the medians are compared (goal: on is under 5%
-slower). On: the OpenTelemetry SDK with its batch span processor and OTLP/HTTP exporter, as
-``OTEL_EXPORTER_OTLP_ENDPOINT`` sets it up (docs/observability.md), the database engines
-instrumented too.
+Off, on, and on with the standard sampler at 10% (``OTEL_TRACES_SAMPLER`` =
+``parentbased_traceidratio``, ``OTEL_TRACES_SAMPLER_ARG=0.1``) alternate, ROUNDS times each, and
+the medians are compared (goal: under 5% slower). On: the OpenTelemetry SDK with its batch span
+processor and OTLP/HTTP exporter, as ``OTEL_EXPORTER_OTLP_ENDPOINT`` sets it up
+(docs/observability.md), the database engines instrumented too.
 
     .venv/bin/python bench/traces.py
 """
@@ -37,7 +38,8 @@ from dhub.runtime.ports import Live, ModelAnswer, RealClock
 from runs import chain, database, start_run, start_runs  # bench/ is on sys.path
 
 RESULTS = Path(__file__).parent / "results"
-ROUNDS = 5
+LABELS = ("off", "on", "sampled")
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
 USAGE = {"input_tokens": 12, "output_tokens": 3, "reasoning_tokens": 0, "cached_tokens": 0}
 
 
@@ -130,12 +132,19 @@ async def concurrent(url: str, count: int) -> float:
 
 
 def measure(tmp: str, label: str, i: int) -> dict[str, float]:
+    """Wall time of each measure, and the process's CPU time for all three (every thread:
+    the exporter's included), which other processes on the machine disturb less."""
     url = f"sqlite:///{tmp}/{label}{i}"
-    return {
+    cpu = time.process_time()
+    rows = {
         "code_chain_ms_per_node": asyncio.run(per_node(f"{url}a.db", chain(20), 20, 20)),
         "llm_chain_ms_per_node": asyncio.run(per_node(f"{url}b.db", llm_chain(20), 20, 20)),
         "concurrent_200_s": asyncio.run(concurrent(f"{url}c.db", 200)),
     }
+    if label != "off":
+        traces.uninstall()  # flushes the spans still batched: their export counts too
+    rows["cpu_s_all_three"] = time.process_time() - cpu
+    return rows
 
 
 def main() -> None:
@@ -143,25 +152,36 @@ def main() -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = f"http://127.0.0.1:{server.server_port}"
     gc.freeze()  # as the server does once started (api/app.py)
-    samples: dict[str, dict[str, list[float]]] = {"off": {}, "on": {}}
+    samples: dict[str, dict[str, list[float]]] = {label: {} for label in LABELS}
     with tempfile.TemporaryDirectory() as tmp:
         measure(tmp, "warm", 0)  # imports, the first database: in neither column
         for i in range(ROUNDS):
-            for label in ("off", "on"):
-                if label == "on":
+            for label in LABELS:
+                os.environ.pop("OTEL_TRACES_SAMPLER", None)
+                if label == "sampled":  # the standard sampler variables, 1 run in 10 traced
+                    os.environ["OTEL_TRACES_SAMPLER"] = "parentbased_traceidratio"
+                    os.environ["OTEL_TRACES_SAMPLER_ARG"] = "0.1"
+                if label != "off":
                     assert traces.start()
                 for key, value in measure(tmp, label, i).items():
                     samples[label].setdefault(key, []).append(value)
-                traces.uninstall()  # flushes the spans still batched
     server.shutdown()
     assert Collector.received > 0, "no span reached the stand-in collector"
     rows: dict[str, Any] = {"rounds": ROUNDS, "export_requests": Collector.received,
                             "exported_kib": Collector.bytes / 1024}  # fmt: skip
-    print(f"{'measure':28} {'off':>9} {'on':>9} {'overhead':>9}")
+    print(f"{'measure':24} {'off':>8} {'on':>8} {'overhead':>9} {'10% sampled':>12} "
+          f"{'overhead':>9}")  # fmt: skip
     for key in samples["off"]:
-        off, on = statistics.median(samples["off"][key]), statistics.median(samples["on"][key])
-        rows[key] = {"off": off, "on": on, "overhead_pct": (on / off - 1) * 100}
-        print(f"{key:28} {off:9.3f} {on:9.3f} {(on / off - 1) * 100:8.1f}%")
+        off, on, sampled = (statistics.median(samples[label][key]) for label in LABELS)
+        rows[key] = {
+            "off": off,
+            "on": on,
+            "on_overhead_pct": (on / off - 1) * 100,
+            "sampled": sampled,
+            "sampled_overhead_pct": (sampled / off - 1) * 100,
+        }
+        print(f"{key:24} {off:8.3f} {on:8.3f} {(on / off - 1) * 100:8.1f}% {sampled:12.3f} "
+              f"{(sampled / off - 1) * 100:8.1f}%")  # fmt: skip
     print(f"OTLP requests received: {Collector.received} ({Collector.bytes / 1024:.0f} KiB)")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"traces-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
