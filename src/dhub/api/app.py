@@ -43,6 +43,7 @@ from dhub.api.routers import (
 )
 from dhub.domain.agent import AgentSpec
 from dhub.domain.resources import KINDS
+from dhub.observability import traces
 from dhub.observability.metrics import configure as configure_metrics
 from dhub.services.agents import AgentService
 from dhub.services.conversations import ConversationService
@@ -73,6 +74,7 @@ def create_app(
     (``dhub serve`` without ``--no-worker``); embedded, the server executes every run.
     ``clock``: now, in Unix seconds, for triggers and schedules (tests pass a fake one)."""
     settings = settings or Settings.from_env()
+    tracing = traces.start()  # OTEL_* variables (docs/observability.md)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -138,6 +140,8 @@ def create_app(
             await runtime.close()
             if watch is not None:
                 watch.cancel()
+            if tracing:
+                traces.stop()
 
     app = _bare_app(lifespan)
     errors.install(app)
@@ -145,6 +149,7 @@ def create_app(
     app.add_middleware(metrics.HttpMetrics)  # outermost: it times everything (DHUB_METRICS)
     app.router.routes.extend(_shared_routes())
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    traces.instrument_app(app)
     return app
 
 

@@ -121,8 +121,9 @@ def serve(
             "postgresql:// DHUB_DATABASE_URL); the embedded server executes its runs itself.",
             param_hint="--no-worker",
         )
-    # uvicorn configures only its own loggers; dhub's (examples loaded, errors) go beside them.
-    logging.basicConfig(level=logging.INFO, format="%(levelname)-9s %(name)s: %(message)s")
+    # uvicorn configures only its own loggers; dhub's (examples loaded, errors) go beside them,
+    # or all of them through one JSON handler (DHUB_LOG_FORMAT=json, docs/observability.md).
+    log_format = _logging()
     logging.getLogger("alembic").setLevel(logging.WARNING)  # migrations applied: not news
     app = create_app(settings, None if no_worker else WorkerOptions(concurrency))
     # Everything imported so far lives as long as the process: keep it out of the collector's
@@ -134,7 +135,8 @@ def serve(
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     print(f"dhub: the web console is at http://{shown}:{port}/ (sign in with an API token)",
           file=sys.stderr, flush=True)  # fmt: skip
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    log_config = None if log_format == "json" else uvicorn.config.LOGGING_CONFIG
+    uvicorn.run(app, host=host, port=port, log_level="info", log_config=log_config)
 
 
 @app.command()
@@ -170,9 +172,21 @@ def worker(
             "DHUB_DATABASE_URL=postgresql://... (the same as the API processes).",
             param_hint="DHUB_EXECUTION",
         )
-    logging.basicConfig(level=logging.INFO, format="%(levelname)-9s %(name)s: %(message)s")
+    _logging()
     logging.getLogger("alembic").setLevel(logging.WARNING)  # migrations applied: not news
     asyncio.run(run_worker(settings, concurrency, tuple(queues or ()), grace))
+
+
+def _logging() -> str:
+    """The process's log lines, as DHUB_LOG_FORMAT says (text or json); the OTEL_* variables
+    checked too (a server or worker starts only with settings it can honour)."""
+    from dhub.observability import logs, traces
+
+    try:
+        traces.check()
+        return logs.configure()
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
 
 
 def _settings(**kwargs: Any) -> Any:

@@ -1,0 +1,1 @@
+"""What dhub tells operators about itself: traces and logs (docs/observability.md)."""

@@ -33,6 +33,7 @@ from dhub.engine.state import (
     RunState,
     SleepUntil,
 )
+from dhub.observability import logs, traces
 from dhub.runtime import journal
 from dhub.runtime.executor import RunResult, resume_workflow, run_workflow
 from dhub.runtime.group_commit import AfterWrite, GroupCommitter
@@ -267,6 +268,7 @@ class RunExecutor:
         context: dict[str, Any],
         conversation: dict[str, Any] | None,
     ) -> RunResult | None:
+        logs.run_id.set(run.id)  # this task's log lines name the run
         if run.lease_owner != self.owner and not await self._claim(run.id):
             return None
         graph = await self._graphs(run.agent_id, run.agent_version, run.user_id)
@@ -279,15 +281,19 @@ class RunExecutor:
         graph: CompiledGraph,
         context: dict[str, Any],
         conversation: dict[str, Any] | None,
+        resumed: bool = False,
     ) -> RunResult | None:
         writer = self._journal(live, run, start_state(context, conversation))
+        context = dict(context)  # its sys.trace gets this execution's span (when tracing)
+        traced = traces.run_trace(graph, context, resumed)
         try:
-            return await run_workflow(
-                graph, run.inputs, functions=self._functions(_owner(run)), model=self._model,
+            return await traces.traced(traced, run_workflow(
+                graph, run.inputs, functions=self._functions(_owner(run)),
+                model=traces.model_port(self._model, traced),
                 clock=self._clock, human=live.people, knowledge=self._knowledge_of(run),
-                context=context,
+                context=context, observer=traces.observer(traced),
                 conversation=conversation, journal=writer, live=writer.show,
-            )  # fmt: skip
+            ))  # fmt: skip
         finally:
             await self._release(run.id, writer)
 
@@ -306,6 +312,7 @@ class RunExecutor:
         return _Loaded(run, graph, saved, commands, letters)
 
     async def _resume(self, live: Live, run_id: str) -> RunResult | None:
+        logs.run_id.set(run_id)  # this task's log lines name the run
         loaded = await self._load(run_id)
         if loaded is None:
             return None
@@ -315,7 +322,7 @@ class RunExecutor:
             context = start.get("sys") or {"run_id": run.id, "agent_id": run.agent_id,
                                            "user_id": run.user_id}  # fmt: skip
             return await self._first_steps(
-                live, run, loaded.graph, context, start.get("conversation")
+                live, run, loaded.graph, context, start.get("conversation"), resumed=True
             )
         state = RunState.from_dict(loaded.state)
         outstanding = [c for c in loaded.commands if getattr(c, "command_id", "") in state.pending]
@@ -326,13 +333,14 @@ class RunExecutor:
         writer = self._journal(live, run, loaded.state)
         writer.issued = {c.command_id: c for c in loaded.commands}  # type: ignore[union-attr]
         self._offer(live, letters)
+        traced = traces.run_trace(loaded.graph, state.sys, resumed=True)  # saved with a step
         try:
-            return await resume_workflow(
+            return await traces.traced(traced, resume_workflow(
                 loaded.graph, state, outstanding, functions=self._functions(_owner(run)),
-                model=self._model, clock=self._clock, human=live.people,
-                knowledge=self._knowledge_of(run), journal=writer,
-                live=writer.show,
-            )  # fmt: skip
+                model=traces.model_port(self._model, traced), clock=self._clock,
+                human=live.people, knowledge=self._knowledge_of(run), journal=writer,
+                live=writer.show, observer=traces.observer(traced),
+            ))  # fmt: skip
         finally:
             await self._release(run_id, writer)
 

@@ -48,6 +48,7 @@ from dhub.engine.state import (
     node_key,
 )
 from dhub.engine.stepper import Stepper
+from dhub.observability import logs
 from dhub.runtime.ports import (
     Clock,
     CodeKnowledge,
@@ -252,6 +253,7 @@ class _Execution:
             del self._tasks[command_id]
 
     async def _attempt(self, command: Task, busy: bool, problem: str | None) -> None:
+        logs.node_id.set(command.node_id)  # this call's task: its log lines name the node
         try:
             event = await self._dispatch(command, problem)
         except PortError as exc:

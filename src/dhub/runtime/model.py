@@ -44,7 +44,7 @@ class ProviderModel:
         value: Any = response.message.content
         if request.response_schema:
             value = response.parsed
-        return ModelAnswer(value, await self._usage(request, response.usage))
+        return _answer(value, await self._usage(request, response.usage), response)
 
     async def chat(self, request: CallChat, live: Live | None = None) -> ModelAnswer:
         response = await self._call(request, chat_request(request, self._messages), live)
@@ -60,7 +60,7 @@ class ProviderModel:
             value["replay"] = dict(message.replay)
         if request.response_schema is not None and not message.tool_calls:
             value["parsed"] = response.parsed
-        return ModelAnswer(value, await self._usage(request, response.usage))
+        return _answer(value, await self._usage(request, response.usage), response)
 
     async def _call(
         self, request: CallModel | CallChat, sent: ModelRequest, live: Live | None
@@ -103,6 +103,10 @@ class ProviderModel:
 
     async def close(self) -> None:
         await self.providers.aclose()
+
+
+def _answer(value: Any, usage: dict[str, Any], response: ModelResponse) -> ModelAnswer:
+    return ModelAnswer(value, usage, response.stop_reason, response.model or None)
 
 
 def model_request(request: CallModel) -> ModelRequest:

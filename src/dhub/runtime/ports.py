@@ -214,10 +214,13 @@ Live = Callable[[dict[str, Any]], None]  # takes streamed events as they happen 
 
 @dataclass(frozen=True)
 class ModelAnswer:
-    """What an llm node's call gives back: its value and the tokens it used."""
+    """What an llm node's call gives back: its value and the tokens it used; why the model
+    stopped and which model answered, when the provider said (for traces)."""
 
     value: Any
     usage: dict[str, Any] | None = None
+    finish_reason: str | None = None  # providers/types.py StopReason
+    response_model: str | None = None
 
 
 class ModelPort(Protocol):

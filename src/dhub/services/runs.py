@@ -33,7 +33,7 @@ from dhub.engine.state import CancelRun, RunState
 from dhub.engine.stepper import Stepper
 from dhub.engine.validate import validate_agent_document
 from dhub.engine.values import InputError, check_submission
-from dhub.observability import metrics
+from dhub.observability import metrics, traces
 from dhub.providers.types import EFFORTS
 from dhub.runtime import checkpoints
 from dhub.runtime.dispatch import STEPS_CHANNEL, Dispatch, InProcess, notify
@@ -306,6 +306,7 @@ class RunService:
         context = {"run_id": run.id, "agent_id": agent_id, "user_id": who.user_id, **sys_extra}
         if chat is not None:
             context["conversation_id"] = chat[0]
+        context.update(traces.carried())  # the request's trace, which the run continues
         conversation = chat[1] if chat else None
         async with self.db.write() as conn:
             await store.insert_run(conn, run, start_state(context, conversation))

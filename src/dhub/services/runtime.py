@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from dhub.domain.ids import new_id
+from dhub.observability import traces
 from dhub.providers.registry import Providers
 from dhub.runtime.dispatch import STEPS_CHANNEL, Dispatch, InProcess, Queued
 from dhub.runtime.durable import RunExecutor
@@ -193,6 +194,7 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
     vault = SecretVault.open(settings.data_dir, settings.secret_key)
     secrets.install(vault)  # for what reveals values without a vault at hand (MCP servers)
     db = Database(settings.database_url)
+    traces.instrument_engines(db.engines)  # when tracing is on (docs/observability.md)
     await db.migrate()
     await install_builtins(db)  # the built-in agents of this dhub, installed or upgraded
     sandbox = SandboxRunner(SandboxSettings.from_env(settings.data_dir))

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import signal
 
-from dhub.observability import metrics
+from dhub.observability import metrics, traces
 from dhub.runtime.queue import QUEUE
 from dhub.services.runtime import WorkerOptions, open_runtime
 from dhub.services.schedules import scheduler_for
@@ -26,6 +26,7 @@ async def run_worker(
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     metrics.configure(settings.metrics)  # shared with an API process: PROMETHEUS_MULTIPROC_DIR
+    traces.start()  # OTEL_* variables (docs/observability.md)
     runtime = await open_runtime(settings, WorkerOptions(concurrency, queues or (QUEUE,), grace))
     runtime.scheduler = scheduler_for(runtime)  # schedules' ticks (docs/triggers.md)
     try:
@@ -39,3 +40,4 @@ async def run_worker(
     finally:
         await runtime.close()
         metrics.process_ended()
+        traces.stop()

@@ -195,6 +195,11 @@ class Database:
             )
             self._bulk = PostgresBulk()
 
+    @property
+    def engines(self) -> list[Engine | AsyncEngine]:
+        """Its SQLAlchemy engines (for instrumentation; SQLite's inline reads use none)."""
+        return [e for e in (self._sync, self._async, self._unpinged) if e is not None]
+
     def _sqlite_path(self) -> str:
         return make_url(self.url).database or ":memory:"
 
