@@ -167,20 +167,37 @@ async def usage_totals(
     agent_id: str | None = None,
     user_id: str | None = None,
     since: Annotated[
-        datetime | None, Query(alias="from", description="Runs created at or after (ISO 8601)")
+        str | None,
+        Query(alias="from", max_length=64, description="Runs created at or after (ISO 8601)"),
     ] = None,
     until: Annotated[
-        datetime | None, Query(alias="to", description="Runs created before (ISO 8601)")
+        str | None,
+        Query(alias="to", max_length=64, description="Runs created before (ISO 8601)"),
     ] = None,
 ) -> Any:
     """Tokens and cost of the runs ``GET /runs`` would list with these filters, summed."""
-    since_ms, until_ms = _ms(since), _ms(until)
+    since_ms, until_ms = _ms(_instant(since, "from")), _ms(_instant(until, "to"))
     if since_ms is not None and until_ms is not None and since_ms >= until_ms:
         message = f"'from' ({since}) must be before 'to' ({until})."
         raise InvalidInput([FieldError("/query/from", message, "range"),
                             FieldError("/query/to", message, "range")])  # fmt: skip
     query = usage_service.UsageQuery(agent_id, user_id, since_ms, until_ms)
     return JSON(await usage_service.report(ctx.svc.runs, ctx.who, query))
+
+
+def _instant(text: str | None, name: str) -> datetime | None:
+    """An ISO 8601 date or date-time; the error the same whatever the text (it names the
+    parameter and the form, never repeats the value)."""
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        message = (
+            f"'{name}' should be an ISO 8601 date or date-time: 2026-12-01, "
+            "2026-12-01T09:00:00Z or 2026-12-01T18:00:00+09:00."
+        )
+        raise InvalidInput([FieldError(f"/query/{name}", message, "invalid")]) from None
 
 
 def _ms(moment: datetime | None) -> int | None:
