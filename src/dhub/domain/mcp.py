@@ -18,7 +18,7 @@ MCP tool's own input schema: the engine needs nothing else.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
@@ -154,19 +154,6 @@ def _url_problems(url: Any) -> list[FieldError]:
         )
         return [FieldError("/url", message, "value")]
     return []
-
-
-def secret_refs(body: Mapping[str, Any]) -> Iterator[tuple[tuple[str, str], str]]:
-    """Each ``{"secret": id}`` in headers and env, with where it is."""
-    for field in ("headers", "env"):
-        values = body.get(field)
-        if not isinstance(values, dict):
-            continue
-        for name, value in values.items():
-            if isinstance(value, SecretRef):
-                yield (field, name), value.secret
-            elif isinstance(value, dict) and isinstance(value.get("secret"), str):
-                yield (field, name), value["secret"]
 
 
 # -- in agents ----------------------------------------------------------------------------------

@@ -105,10 +105,6 @@ class McpClients:
         self._lists[(target.server_id, target.version)] = (self.clock() + self.list_seconds, found)
         return found
 
-    def cached_tools(self, server_id: str, version: int) -> list[mcp_types.Tool] | None:
-        cached = self._lists.get((server_id, version))
-        return None if cached is None else cached[1]
-
     async def _list(self, target: Target) -> list[mcp_types.Tool]:
         async def page(client: Client) -> list[mcp_types.Tool]:
             tools: list[mcp_types.Tool] = []
@@ -229,9 +225,6 @@ class McpClients:
             self._reaper.cancel()
         for key, connection in list(self._open.items()):
             await self._drop(key, connection)
-
-    def open_count(self) -> int:
-        return sum(1 for c in self._open.values() if c.alive)
 
 
 class _Connection:
