@@ -333,6 +333,38 @@ def test_a_changed_builtin_is_a_new_version_and_copies_stay_as_they_were(
     assert _install(settings.database_url, shipped()) == dict.fromkeys(BUILTIN_IDS, "unchanged")
 
 
+def test_a_builtin_this_dhub_no_longer_ships_is_deleted_and_copies_stay(
+    settings: Settings,
+) -> None:
+    summarizer = next(b for b in shipped() if b.id == SUMMARIZER)
+    old = dataclasses.replace(summarizer, id="agent.builtin-old-summarizer")
+    old = _changed(old, name="old-summarizer")
+    with server(settings) as client:
+        # An earlier dhub, sharing the database while this server runs, installs one more.
+        assert _install(settings.database_url, [*shipped(), old])[old.id] == "installed"
+        w = World(client)
+        bob = w.user("bob")
+        copy = ok(w.call(bob, "POST", f"{API}/agents/{old.id}/copy"), 201)
+        done = run(w, bob, old.id, {"text": ARTICLE})
+    # This dhub does not ship it: its next start retires it, and only it.
+    outcomes = _install(settings.database_url, shipped())
+    assert outcomes == {**dict.fromkeys(BUILTIN_IDS, "unchanged"), old.id: "retired"}
+    with server(settings) as client:
+        w = World(client)
+        w.tokens[bob] = _token(client, bob)
+        gone = w.call(bob, "GET", f"{API}/agents/{old.id}")
+        listed = ok(w.call(bob, "GET", f"{API}/agents?is_builtin=true"))["data"]
+        run_after = w.call(bob, "GET", f"{API}/runs/{done['id']}")
+        mine = ok(w.call(bob, "GET", f"{API}/agents/{copy['id']}"))
+    assert gone.status_code == 404
+    assert sorted(a["id"] for a in listed) == sorted(BUILTIN_IDS)
+    assert done["status"] == "succeeded"
+    assert run_after.status_code == 404  # as for the runs of any deleted agent
+    assert mine == copy
+    # Retired once: a later start has nothing to do.
+    assert _install(settings.database_url, shipped()) == dict.fromkeys(BUILTIN_IDS, "unchanged")
+
+
 def _token(client: TestClient, user_id: str) -> str:
     made = client.post(f"{API}/users/{user_id}/tokens", json={"name": "again"})
     return str(ok(made, 201)["token"])
@@ -371,7 +403,8 @@ def test_no_one_squats_a_builtins_name_and_a_clash_never_stops_the_server(
     # said in the log, and the server starts all the same.
     [summarizer] = [b for b in shipped() if b.id == SUMMARIZER]
     clash = dataclasses.replace(summarizer, id="agent.builtin-clash")
-    assert _install(settings.database_url, [clash]) == {"agent.builtin-clash": "blocked"}
+    assert _install(settings.database_url, [*shipped(), clash]) == {
+        **dict.fromkeys(BUILTIN_IDS, "unchanged"), "agent.builtin-clash": "blocked"}  # fmt: skip
     with server(settings) as client:
         assert ok(client.get(f"{API}/agents", params={"is_builtin": "true"}))["data"]
         assert client.get(f"{API}/agents/agent.builtin-clash").status_code == 404

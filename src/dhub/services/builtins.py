@@ -2,7 +2,8 @@
 installed and upgraded with dhub (docs/api.md, Built-in agents).
 
 At every start (``open_runtime``, after migrating), each built-in is inserted when missing and
-stored as a new version when its document changed, so runs of older versions keep working.
+stored as a new version when its document changed, so runs of older versions keep working;
+one an earlier dhub shipped and this one does not is deleted, as if its owner had.
 Built-ins have stable ids (``agent.builtin-<file name>``), no owners, ``is_builtin`` set and
 names of their own (``store.agents.BUILTIN_FOLDER_KEY``): they never take or block a name in
 anyone's folder. Everyone may read and run them and no one may change them (access/policy.py);
@@ -35,7 +36,7 @@ PACKAGE = "dhub.builtins"
 ID_PREFIX = "agent.builtin-"
 AUTHOR = "dhub"  # created_by of built-ins and their versions: the platform, not a principal
 
-Outcome = Literal["installed", "upgraded", "unchanged", "blocked"]
+Outcome = Literal["installed", "upgraded", "unchanged", "blocked", "retired"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +77,28 @@ async def install_builtins(db: Database, builtins: list[Builtin] | None = None) 
         outcomes[builtin.id] = outcome
         if outcome != "unchanged":
             log.info("built-in agent %s %s", builtin.id, outcome)
+    for agent_id in await _retire_others(db, set(outcomes)):
+        outcomes[agent_id] = "retired"
+        log.info("built-in agent %s retired: this dhub no longer ships it", agent_id)
     return outcomes
+
+
+async def _retire_others(db: Database, shipped_ids: set[str]) -> list[str]:
+    """Delete the built-ins an earlier dhub shipped and this one does not, as an owner deletes
+    an agent: its runs go with it from view, users' copies are their own and stay, and an agent
+    naming it as a role gets the one unreachable message."""
+    retired = []
+    async with db.write() as conn:
+        for agent_id in await repo.builtin_ids(conn):
+            if agent_id in shipped_ids:
+                continue
+            found = await repo.get_agent(conn, agent_id, [])
+            if found is None:  # another process retired it meanwhile
+                continue
+            await repo.delete_agent(conn, agent_id)
+            await audit.record(conn, AUTHOR, "agent.builtin_retire", agent_id, found.record.version)
+            retired.append(agent_id)
+    return retired
 
 
 async def _again(db: Database, builtin: Builtin) -> Outcome:

@@ -129,6 +129,12 @@ async def delete_agent(conn: Conn, agent_id: str) -> None:
     await tree.remove(conn, agent_id)
 
 
+async def builtin_ids(conn: Conn) -> list[str]:
+    """The ids of the built-in agents stored, whatever release installed them."""
+    found = await conn.execute(select(agents.c.id).where(agents.c.is_builtin.is_(True)))
+    return [row[0] for row in found]
+
+
 _OWNER_COLUMNS = (
     resource_owners.c.principal_id,
     func.coalesce(users.c.display_name, groups.c.display_name),
