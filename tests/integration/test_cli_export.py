@@ -50,8 +50,11 @@ def test_export_then_apply_is_unchanged(
     assert said == f"exported {stored['name']} ({agent_id}, version 1) to {exported}\n"
     text = exported.read_text()
     doc = json.loads(text) if kind == "json" else yaml.safe_load(text)
-    assert doc == {k: v for k, v in stored.items() if k not in ENVELOPE}
-    assert list(doc) == [k for k in stored if k not in ENVELOPE]  # the server's order
+    # In the admin's home folder: exported without its place, so it lands in the applier's.
+    assert stored["folder_id"] == api.home_folder()["id"] and stored["collection_id"] is None
+    left_out = ENVELOPE | {"folder_id", "collection_id"}
+    assert doc == {k: v for k, v in stored.items() if k not in left_out}
+    assert list(doc) == [k for k in stored if k not in left_out]  # the server's order
 
     again = dhub(api, "agents", "apply", "-f", exported).stdout
     assert again == f"unchanged {stored['name']} ({agent_id}, version 1)\n"
@@ -74,6 +77,27 @@ def test_an_export_makes_the_same_agent_elsewhere(
     assert {k: v for k, v in again.items() if k not in ENVELOPE} == {
         k: v for k, v in created.items() if k not in ENVELOPE
     }
+
+
+def test_an_export_applied_by_another_user_lands_in_their_home_folder(
+    client: TestClient, api: Client, tmp_path: Path
+) -> None:
+    doc = load_json(valid_fixtures()[0])
+    created = api.create_agent(doc)
+    exported = tmp_path / "agent.yaml"
+    dhub(api, "agents", "export", created["id"], "-o", exported)
+    made = client.post("/api/v1/users", json={"name": "bea", "display_name": "Bea"})
+    bea_id = made.json()["id"]
+    token = client.post(f"/api/v1/users/{bea_id}/tokens", json={"name": "t"}).json()["token"]
+    bea = Client(str(client.base_url), token, http=client)
+    applied = dhub(bea, "agents", "apply", "-f", exported).stdout
+    assert applied.startswith(f"created {doc['name']} (agent.")
+    [mine] = bea.iter_agents(name=doc["name"], folder_id=bea.home_folder()["id"])
+    assert mine["id"] != created["id"] and mine["owners"][0]["id"] == bea_id
+    # Applied again by its new owner: the same agent, unchanged; the admin's stays where it was.
+    again = dhub(bea, "agents", "apply", "-f", exported).stdout
+    assert again == f"unchanged {doc['name']} ({mine['id']}, version 1)\n"
+    assert api.get_agent(created["id"])["folder_id"] == api.home_folder()["id"]
 
 
 def test_export_to_stdout_is_yaml_by_default(api: Client) -> None:

@@ -13,6 +13,9 @@ SERVER_OWNED_FIELDS = frozenset(
 )  # fmt: skip
 # Only the marking endpoints change markings; the stored agent's own markings are never nulled.
 READ_ONLY_FIELDS = SERVER_OWNED_FIELDS | {"markings"}
+# Where an agent is: a document without them means "where it is" (an export leaves out the
+# exporter's home folder, so another user's apply lands in theirs), never "move it".
+PLACEMENT_FIELDS = frozenset(("folder_id", "collection_id"))
 
 
 def strip_read_only(doc: dict[str, Any], current_markings: list[str]) -> dict[str, Any]:
@@ -30,7 +33,8 @@ def strip_read_only(doc: dict[str, Any], current_markings: list[str]) -> dict[st
 def replacement_patch(stored: dict[str, Any], doc: dict[str, Any]) -> dict[str, Any]:
     """A merge patch that turns ``stored`` into ``doc``: every field of ``doc`` is set, and every
     field ``stored`` has but ``doc`` lacks is set to null (which resets it to its default)."""
-    patch = {k: None for k in stored if k not in doc and k not in READ_ONLY_FIELDS}
+    kept = READ_ONLY_FIELDS | PLACEMENT_FIELDS
+    patch = {k: None for k in stored if k not in doc and k not in kept}
     patch.update(_replace(stored, doc))
     return patch
 

@@ -250,9 +250,17 @@ class Client(
     def export_agent(self, agent: str) -> dict[str, Any]:
         """The agent's document as ``apply_agent`` takes it back unchanged: what a GET returns
         without the server's envelope (id, version, owners, ...) and markings (only the
-        marking endpoints change those). ``agent``: its id or its name."""
+        marking endpoints change those). ``agent``: its id or its name. An agent in the
+        caller's home folder is exported without ``folder_id`` (nor a null
+        ``collection_id``): applied by someone else, or on another server, it goes to their
+        home folder."""
         found = self.get_agent(agent)
-        return {k: v for k, v in found.items() if k not in READ_ONLY_FIELDS}
+        doc = {k: v for k, v in found.items() if k not in READ_ONLY_FIELDS}
+        if doc.get("folder_id") and doc["folder_id"] == self.home_folder()["id"]:
+            del doc["folder_id"]
+            if doc.get("collection_id", "") is None:
+                del doc["collection_id"]
+        return doc
 
     def find_agent_by_name(
         self, name: str, folder_id: str | None = None, collection_id: str | None = None
