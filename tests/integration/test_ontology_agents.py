@@ -161,6 +161,33 @@ def test_with_auto_confirmation_a_change_needs_no_person(settings: Settings) -> 
         assert ok(client.get(f"{API}/{ontology_id}/objects/customer/c9"))["title"] == "Umbrella"
 
 
+
+def test_only_an_owner_lets_changes_go_unconfirmed(client: TestClient) -> None:
+    ontology_id = make(client)
+    agent = ok(client.post(AGENTS, json=explorer(ontology_id)), 201)
+    url = f"{AGENTS}/{agent['id']}"
+    bob = user(client, "bob")
+    headers = {"Authorization": bob["Authorization"]}
+    grant = {"principal_id": bob["id"], "scope": "editor"}
+    ok(client.post(f"{url}/grants", json=grant), 201)
+    ok(client.post(f"{API}/{ontology_id}/grants", json=grant), 201)  # he edits it too
+    auto = {"options": {"ontology_confirmation": "auto"}}
+    refused = client.patch(url, json=auto, headers=headers)
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["detail"] == (
+        "Setting options.ontology_confirmation to 'auto' (the agent's ontology tools change "
+        f"objects without a person's confirmation) on '{agent['id']}' needs an owner (or an "
+        "admin); you have the 'editor' scope."
+    )
+    assert ok(client.get(url))["version"] == 1  # nothing stored
+    # The editor changes the rest; the owner chooses auto; the editor may turn it off again.
+    ok(client.patch(url, json={"description": "Explores."}, headers=headers))
+    assert ok(client.patch(url, json=auto))["options"] == {"ontology_confirmation": "auto"}
+    ok(client.patch(url, json={"description": "Explores, unchecked."}, headers=headers))
+    off = {"options": {"ontology_confirmation": "confirm"}}
+    assert ok(client.patch(url, json=off, headers=headers))["options"] == off["options"]
+    assert client.patch(url, json=auto, headers=headers).status_code == 403
+
 def test_the_tools_describe_the_schema_and_bind_the_ids(client: TestClient) -> None:
     ontology_id = make(client)
     document = json.dumps(ontology_doc())

@@ -118,6 +118,16 @@ def require(
     return found
 
 
+def require_owner_choice(found: Access, resource_id: str, what: str) -> None:
+    """Some settings are the owners' choice (or an admin's), though editors change the rest
+    of the document: ``what`` names the setting and why. An editor who could set it would
+    decide for every user who runs the resource (e.g. changes made without a person's
+    confirmation)."""
+    if not found.allows("share"):
+        have = f"the '{found.grant}' scope" if found.grant else f"'{found.scope}' access"
+        raise Forbidden(f"{what} on '{resource_id}' needs an owner (or an admin); you have {have}.")
+
+
 def sees_others_runs(found: Access) -> bool:
     """Whether a caller with ``found`` access to a resource sees the runs other users start
     of it. Anyone who may read a resource does, except on a built-in: it is everyone's, so

@@ -19,6 +19,7 @@ from dhub.engine.validate import collect_errors, validate_agent_document
 from dhub.providers.registry import Providers
 from dhub.services import placement, sharing
 from dhub.services.cursors import decode_cursor, encode_cursor
+from dhub.services.knowledge import AUTO_OPTION
 from dhub.services.model_checks import effort_errors
 from dhub.services.references import check_agent_references
 from dhub.store import agents as repo
@@ -247,6 +248,9 @@ class AgentService:
             spec, moved_to = await placement.moved(
                 conn, principal, found, "agent", current, spec, doc_patch
             )
+            if _turns_on_unconfirmed(current, spec):
+                editing = _require(principal, "edit", found)
+                policy.require_owner_choice(editing, agent_id, UNCONFIRMED)
             if dump_spec(spec) != found.record.document:  # a new version: check its references
                 problems = effort_errors(self.providers, spec)
                 problems += await check_agent_references(conn, principal, spec)
@@ -466,6 +470,19 @@ class AgentService:
             async with self.db.read(snapshot=True) as conn:
                 errors += await check_agent_references(conn, principal, spec)
         return {"valid": not errors, "errors": [e.as_dict() for e in errors]}
+
+
+UNCONFIRMED = (
+    f"Setting options.{AUTO_OPTION} to 'auto' (the agent's ontology tools change objects "
+    "without a person's confirmation)"
+)
+
+
+def _turns_on_unconfirmed(current: dict[str, Any], spec: AgentSpec) -> bool:
+    """Whether a change lets the agent change ontology objects with no person's confirmation
+    where it did not before: the owners' choice (``policy.require_owner_choice``)."""
+    was = (current.get("options") or {}).get(AUTO_OPTION) == "auto"
+    return not was and (spec.options or {}).get(AUTO_OPTION) == "auto"
 
 
 def _require(principal: Principal, action: policy.Action, found: repo.AgentRow) -> policy.Access:
