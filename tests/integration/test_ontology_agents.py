@@ -161,7 +161,6 @@ def test_with_auto_confirmation_a_change_needs_no_person(settings: Settings) -> 
         assert ok(client.get(f"{API}/{ontology_id}/objects/customer/c9"))["title"] == "Umbrella"
 
 
-
 def test_only_an_owner_lets_changes_go_unconfirmed(client: TestClient) -> None:
     ontology_id = make(client)
     agent = ok(client.post(AGENTS, json=explorer(ontology_id)), 201)
@@ -187,6 +186,7 @@ def test_only_an_owner_lets_changes_go_unconfirmed(client: TestClient) -> None:
     off = {"options": {"ontology_confirmation": "confirm"}}
     assert ok(client.patch(url, json=off, headers=headers))["options"] == off["options"]
     assert client.patch(url, json=auto, headers=headers).status_code == 403
+
 
 def test_the_tools_describe_the_schema_and_bind_the_ids(client: TestClient) -> None:
     ontology_id = make(client)

@@ -12,9 +12,11 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
 from dhub.observability import traces
 from dhub.settings import Settings
+from tests.conftest import FIXTURES, load_json
 from tests.integration.test_react_runs_api import (
     API,
     DONE,
@@ -26,6 +28,9 @@ from tests.integration.test_react_runs_api import (
     server,
 )
 from tests.integration.test_runs_api import BATCH, create, ok, until
+
+SUMMARIZER = load_json(FIXTURES / "valid" / "event_summarizer.json")
+INPUTS = {"alert": {"service": "checkout", "errors": 12}}
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -107,6 +112,83 @@ def test_a_workflow_with_a_loop(settings: Settings, spans: InMemorySpanExporter)
     assert [attrs(s)["dhub.node.outcome"] for s in flaky] == ["retrying", "retrying", "failed"]
     assert all(s.status.status_code.name == "ERROR" for s in flaky)
     assert attrs(flaky[-1])["error.type"] == "exception"
+    # Nodes that only move data (start, end, variable) get no span unless they fail; the
+    # run's events have them.
+    assert {attrs(s)["dhub.node.type"] for s in nodes}.isdisjoint({"start", "end", "variable"})
+    # The step writes (shared by many runs' steps) are not traced as this run's statements.
+    in_run = {top.context.span_id} | {s.context.span_id for s in nodes}
+    sql = [s for s in spans.get_finished_spans() if s.instrumentation_scope
+           and "sqlalchemy" in s.instrumentation_scope.name]  # fmt: skip
+    assert not [s for s in sql if s.parent is not None and s.parent.span_id in in_run]
+    assert not [s for s in sql if "run_events" in str(attrs(s).get("db.statement", ""))]
+
+
+def test_an_llm_nodes_span_is_its_model_call(
+    settings: Settings, spans: InMemorySpanExporter
+) -> None:
+    with server(settings, ["A short summary."]) as client:
+        agent = create(client, SUMMARIZER)
+        run = ok(client.post(f"{API}/agents/{agent}/runs", json={"inputs": INPUTS}), 202)
+        assert until(client, run["id"], "succeeded", "failed")["status"] == "succeeded"
+    [top] = named(spans, "workflow ")
+    [call] = named(spans, "chat ")
+    assert not named(spans, "node ")  # start, end: quiet; summarize: the chat span is its own
+    assert parent_of(spans, call) is top
+    assert attrs(call)["dhub.node.id"] == "summarize" and attrs(call)["dhub.node.type"] == "llm"
+    assert attrs(call)["gen_ai.usage.output_tokens"] > 0
+
+
+class _DropRuns(Sampler):
+    """Leaves out every run's span and keeps everything else, whatever its parent."""
+
+    def should_sample(self, parent_context: Any, trace_id: int, name: str, *args: Any,
+                      **kwargs: Any) -> SamplingResult:  # fmt: skip
+        drop = name.startswith(("invoke_agent ", "workflow "))
+        return SamplingResult(Decision.DROP if drop else Decision.RECORD_AND_SAMPLE)
+
+    def get_description(self) -> str:
+        return "drop runs"
+
+
+def test_a_run_the_sampler_leaves_out_records_nothing(settings: Settings) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(sampler=_DropRuns())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    traces.install(provider)
+    try:
+        with server(settings, [LOOKUP, "It shipped."]) as client:
+            agent = ok(client.post(f"{API}/agents", json=SUPPORT), 201)["id"]
+            _, run_id = say(client, agent, "Where is order A-1001?")
+            assert until(client, run_id, "succeeded", "failed")["status"] == "succeeded"
+            inside = ok(client.get(f"{API}/runs/{run_id}"))
+    finally:
+        traces.uninstall()
+    assert inside["status"] == "succeeded"
+    # Nothing of the run (nodes, model and tool calls), though the sampler would keep them.
+    recorded = {s.name for s in exporter.get_finished_spans()}
+    assert not {n for n in recorded if n.startswith(("node ", "chat ", "execute_tool "))}
+
+
+def test_a_quiet_node_that_fails_has_its_span(
+    settings: Settings, spans: InMemorySpanExporter
+) -> None:
+    doc = {"name": "bad-branch", "description": "A branch that cannot be decided.",
+           "mode": "workflow", "input_mode": "event",
+           "nodes": [{"id": "start", "type": "start", "config": {}},
+                     {"id": "pick", "type": "if_else", "config": {"condition": "1 / 0 > 1"}},
+                     {"id": "end", "type": "end", "config": {}}],
+           "edges": [{"source": "start", "target": "pick"},
+                     {"source": "pick", "target": "end", "condition": "true"},
+                     {"source": "pick", "target": "end", "condition": "false"}]}  # fmt: skip
+    with server(settings, []) as client:
+        agent = create(client, doc)
+        run = ok(client.post(f"{API}/agents/{agent}/runs", json={"inputs": {}}), 202)
+        assert until(client, run["id"], "succeeded", "failed")["status"] == "failed"
+    [top] = named(spans, "workflow ")
+    [pick] = named(spans, "node ")
+    assert pick.name == "node pick" and parent_of(spans, pick) is top
+    assert attrs(pick)["dhub.node.outcome"] == "failed" and "dhub.node.resumed" not in attrs(pick)
+    assert pick.status.status_code.name == "ERROR"
 
 
 def test_an_incoming_traceparent_continues_into_the_run(

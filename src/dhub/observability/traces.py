@@ -236,6 +236,10 @@ def run_trace(graph: CompiledGraph, sys: dict[str, Any], resumed: bool) -> RunTr
     return RunTrace(_state, graph, sys, resumed)
 
 
+_QUIET_NODES = frozenset(("start", "end", "variable", "if_else", "llm"))
+_QUIET_OUTCOMES = frozenset(("node.started", "node.succeeded", "node.skipped"))
+
+
 class RunTrace:
     """The spans of one execution: the run's, its nodes' and its tool calls'."""
 
@@ -268,7 +272,11 @@ class RunTrace:
             name, context=parent if parent is not None else otel_context.Context(),
             links=links, attributes=attributes,
         )  # fmt: skip
-        sys[SYS_KEY] = {**saved, "run": _traceparent(self.span)}
+        # Sampled out (OTEL_TRACES_SAMPLER): its span stays current, so what runs inside it
+        # (model requests) is sampled out too, and nothing else is done for it.
+        self.recording = self.span.is_recording()
+        if self.recording:
+            sys[SYS_KEY] = {**saved, "run": _traceparent(self.span)}
         self._nodes: dict[str, Span] = {}  # node key -> its open span
         self._tools: dict[str, Span] = {}  # node key|delegate|call id -> its open span
 
@@ -280,6 +288,8 @@ class RunTrace:
 
     def observe(self, event: dict[str, Any]) -> None:
         """The executor's observer: the run's trace events open and close spans."""
+        if not self.recording:
+            return
         kind = event.get("type", "")
         if kind.startswith("node."):
             self._node_event(kind, event)
@@ -289,6 +299,8 @@ class RunTrace:
     def _node_event(self, kind: str, event: dict[str, Any]) -> None:
         frame, node_id = str(event.get("frame", "")), str(event.get("node_id", ""))
         key = f"{frame}/{node_id}" if frame else node_id
+        if kind in _QUIET_OUTCOMES and self._quiet(node_id):
+            return
         if kind == "node.started":
             if (earlier := self._nodes.pop(key, None)) is not None:
                 earlier.end()  # a retry starts it anew
@@ -305,6 +317,16 @@ class RunTrace:
             span.set_status(Status(StatusCode.ERROR, str(error.get("message", ""))[:500]))
             span.end()
 
+    def _quiet(self, node_id: str) -> bool:
+        """Nodes that only move data in the run's state (start, end, variable, if_else) get a
+        span only when they fail: a span costs more than such a node (bench/traces.py), and
+        the run's events have them all. An ``llm`` node's span is its model call's (``chat``,
+        with the node's id and type): a node span around it would say the same twice."""
+        return self.node_type(node_id) in _QUIET_NODES
+
+    def node_type(self, node_id: str) -> str:
+        return str(getattr(self.graph.nodes.get(node_id), "type", ""))
+
     def _take(self, frame: str, node_id: str) -> Span:
         """The node's open span, to end: opened now when it started in an earlier execution."""
         self.node_span(frame, node_id)
@@ -319,23 +341,23 @@ class RunTrace:
         """The open span of a node, opened now when its start was in an earlier execution."""
         key = f"{frame}/{node_id}" if frame else node_id
         span = self._nodes.get(key)
-        if span is None:
-            span = self._nodes[key] = self._open_node(frame, node_id, resumed=True)
+        if span is None:  # a quiet node's span is opened only when it fails
+            late = not self._quiet(node_id)
+            span = self._nodes[key] = self._open_node(frame, node_id, resumed=late)
         return span
 
     def _open_node(self, frame: str, node_id: str, resumed: bool = False) -> Span:
-        node = self.graph.nodes.get(node_id)
         attributes: dict[str, Any] = {"dhub.node.id": node_id,
-                                      "dhub.node.type": getattr(node, "type", "")}  # fmt: skip
+                                      "dhub.node.type": self.node_type(node_id)}  # fmt: skip
         if frame:
             attributes["dhub.node.frame"] = frame
         if resumed:
             attributes["dhub.node.resumed"] = True
         return self.tracer.start_span(
-            f"node {node_id}", context=self._parent_of(frame), attributes=attributes
+            f"node {node_id}", context=self.parent_of(frame), attributes=attributes
         )
 
-    def _parent_of(self, frame: str) -> otel_context.Context:
+    def parent_of(self, frame: str) -> otel_context.Context:
         """A node in a loop's iteration or a parallel's branch is a child of that loop's or
         parallel's span (frame ``each#2`` -> node key ``each``); a top-level node, the run's."""
         if frame:
@@ -415,7 +437,8 @@ class TracedModel:
         self, request: CallModel | CallChat, call: Callable[[], Awaitable[ModelAnswer]]
     ) -> ModelAnswer:
         run = self.run
-        parent = trace.set_span_in_context(run.node_span(request.frame, request.node_id))
+        if not run.recording:
+            return await call()
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "chat",
             "gen_ai.provider.name": request.model_provider,
@@ -423,6 +446,13 @@ class TracedModel:
             "gen_ai.request.model": request.model,
             "dhub.node.id": request.node_id,
         }
+        if (node_type := run.node_type(request.node_id)) == "llm":  # the node's span (_quiet)
+            attributes["dhub.node.type"] = node_type
+            if request.frame:
+                attributes["dhub.node.frame"] = request.frame
+            parent = run.parent_of(request.frame)
+        else:
+            parent = trace.set_span_in_context(run.node_span(request.frame, request.node_id))
         if isinstance(request, CallChat) and request.path:
             attributes["dhub.delegate"] = request.path
         if run.capture:

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from sqlalchemy.exc import DBAPIError
 
+from dhub.observability.context import untraced
 from dhub.store import inbox
 from dhub.store.db import Conn, Database
 from dhub.store.step_batch import StepWrite, write_steps
@@ -50,8 +51,10 @@ class GroupCommitter:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queue.append((write, taken, future))
         if self._flusher is None:
-            # Started, not run: the runs that are ready now queue their steps first.
-            self._flusher = asyncio.ensure_future(self._flush())
+            # Started, not run: the runs that are ready now queue their steps first. In a
+            # context of its own: it writes many runs' steps, not the caller's.
+            loop = asyncio.get_running_loop()
+            self._flusher = loop.create_task(self._flush(), context=untraced())
         return future
 
     async def _flush(self) -> None:
