@@ -7,14 +7,19 @@ process. Outputs are JSON on stdout; the live view, prompts and errors go to std
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from typer.testing import CliRunner, Result
 
 from dhub.cli.main import app
+from dhub.observability import traces
 from tests.conftest import FIXTURES, ROOT, load_json
 
 TRIAGE = FIXTURES / "valid" / "workflow_triage.json"
@@ -101,6 +106,38 @@ def test_batch_runs_loops_parallel_branches_and_retries() -> None:
     assert "square [each#2]" in result.stderr
     assert "sum_squares [aggregate@total]" in result.stderr
     assert "↻ flaky" in result.stderr and "(handled by guard)" in result.stderr
+
+
+def test_a_run_from_the_command_line_is_traced_when_tracing_is_on() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    traces.install(provider)  # what OTEL_EXPORTER_OTLP_ENDPOINT sets up, in memory
+    try:
+        result = dhub(BATCH, "--input", "numbers=[1, 2]")
+    finally:
+        traces.uninstall()
+    assert outputs(result)["total"] == 5
+    spans = {s.context.span_id: s for s in exporter.get_finished_spans()}
+    [top] = [s for s in spans.values() if s.name == "workflow batch-scores"]
+    assert (top.attributes or {})["dhub.run.status"] == "succeeded"
+    squares = [s for s in spans.values() if s.name == "node square"]
+    assert len(squares) == 2 and all(s.context.trace_id == top.context.trace_id for s in squares)
+    loop = spans[squares[0].parent.span_id]  # type: ignore[union-attr]
+    assert loop.name == "node each" and loop.parent.span_id == top.context.span_id  # type: ignore[union-attr]
+
+
+def test_the_otel_variables_trace_a_run_from_the_command_line() -> None:
+    env = {**os.environ, "OTEL_TRACES_EXPORTER": "console", "OTEL_SERVICE_NAME": "dhub-cli"}
+    done = subprocess.run(
+        [ROOT / ".venv" / "bin" / "dhub", "run", "examples/ticket_triage.json",
+         "--input", "ticket=Checkout page shows an error"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=False, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"category": "bug", "summary": "bug from anonymous"}
+    assert '"name": "workflow ticket-triage"' in done.stderr  # the spans, on stderr
+    assert '"name": "node classify"' in done.stderr and '"service.name": "dhub-cli"' in done.stderr
 
 
 def test_a_real_process_runs_the_example() -> None:

@@ -73,6 +73,7 @@ def run_file(
     from rich.console import Console
 
     from dhub.cli._live import LiveView, TerminalHuman
+    from dhub.observability import traces
     from dhub.runtime.executor import run_workflow
     from dhub.runtime.ports import RealClock, SandboxFunctions
     from dhub.sandbox.runner import SandboxRunner, SandboxSettings
@@ -93,26 +94,35 @@ def run_file(
         functions = SandboxFunctions(
             SandboxRunner(sandbox), owner=str(file.resolve()), server=False
         )
+        context: dict[str, Any] = {"agent_id": graph.spec.name}
+        traced = traces.run_trace(graph, context, resumed=False)  # None: tracing is off
+        spans = traces.observer(traced)
+
+        def observe(event: dict[str, Any]) -> None:
+            view.show(event)
+            if spans is not None:
+                spans(event)
+
         try:
-            return await run_workflow(
-                graph,
-                inputs,
-                functions=functions,
-                model=model,
-                clock=RealClock(),
-                human=TerminalHuman(view),
-                observer=view.show,
-                context={"agent_id": graph.spec.name},
-                live=view.show,
-            )
+            return await traces.traced(traced, run_workflow(
+                graph, inputs, functions=functions, model=traces.model_port(model, traced),
+                clock=RealClock(), human=TerminalHuman(view), observer=observe,
+                context=context, live=view.show,
+            ))  # fmt: skip
         finally:
             await functions.close()
             await model.close()
 
     try:
+        traces.start()  # OTEL_* variables, as for the server (docs/observability.md)
+    except ValueError as exc:
+        _stop([f"Error: {exc}"], 2)
+    try:
         result = asyncio.run(run())
     except KeyboardInterrupt:
         _stop(["Cancelled."], 130)
+    finally:
+        traces.stop()  # the spans batched: exported before the process ends
     _report(result, as_json)
 
 

@@ -21,6 +21,7 @@ import asyncio
 import json
 import logging
 import os
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -122,7 +123,7 @@ def _exporter(env: Mapping[str, str]) -> Any:
         return OTLPSpanExporter()  # endpoint, headers, timeout: OTEL_EXPORTER_OTLP_*
     from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-    return ConsoleSpanExporter()
+    return ConsoleSpanExporter(out=sys.stderr)  # stdout is for results (`dhub run` prints JSON)
 
 
 def _where(env: Mapping[str, str]) -> str:
