@@ -197,6 +197,7 @@ def identities(cli: Cli, api: Client) -> None:
     assert cli("tokens", "revoke", mine["id"]) == {"id": mine["id"], "revoked": True}
     assert cli("me")["id"] == "user.admin"
     assert cli("audit", "--limit", "3") == list(api.iter_audit())[:3]
+    assert cli("usage") == api.usage()
 
 
 def sharing(cli: Cli, api: Client) -> None:

@@ -134,6 +134,11 @@ COMMANDS = {
         lambda api, a, r: [x["agent_id"] for x in json.loads(r.stdout)] == [a],
         setup=lambda api, a: api.start_run(a, {"ticket": "Checkout fails"}),
     ),
+    "usage --agent": Command(
+        ("usage", "--agent", "{agent}", "--json"),
+        lambda api, a, r: json.loads(r.stdout)["runs"] == 1 == api.usage(a)["runs"],
+        setup=lambda api, a: api.wait_run(api.start_run(a, {"ticket": "Checkout fails"}).id),
+    ),
     "triggers list": Command(
         ("triggers", "list", "{agent}", "--json"),
         lambda api, a, r: json.loads(r.stdout) == api.list_triggers(a) != [],

@@ -9,6 +9,8 @@ $0.60 output in the table)."""
 from __future__ import annotations
 
 import copy
+import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -190,3 +192,32 @@ def test_a_budget_stops_a_workflow_before_its_next_model_call(settings: Settings
     assert done["usage"]["cost_usd"] == pytest.approx(0.00021)
     started = [e["node_id"] for e in events if e["type"] == "node.started"]
     assert started == ["start", "summarize"]  # "shorten" never asked its model
+
+
+def test_the_sdk_and_the_cli_show_the_same_totals(settings: Settings) -> None:
+    from typer.testing import CliRunner
+
+    from dhub.cli.main import app
+    from dhub.client import Client
+
+    with server(settings, [ASKED, ANSWERED]) as client:
+        agent_id = agent(client)
+        run = finished(client, agent_id)
+        api = Client(str(client.base_url), ADMIN_TOKEN, http=client)
+        hour_ago = datetime.now(UTC) - timedelta(hours=1)
+        by_name = api.usage(SUPPORT["name"], since=hour_ago)
+        later = api.usage(agent_id, since="2999-01-01T00:00:00Z")
+        shown = CliRunner().invoke(app, ["usage", "--agent", SUPPORT["name"]], obj=api)
+        as_json = CliRunner().invoke(app, ["usage", "--agent", agent_id, "--json"], obj=api)
+        bad = CliRunner().invoke(app, ["usage", "--from", "yesterday"], obj=api)
+    assert (
+        run["status"] == "succeeded"
+        and by_name["runs"] == 1
+        and by_name["cost_usd"] == pytest.approx(0.00066)
+    )
+    assert later["runs"] == 0
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.splitlines()[0] == "1 runs, 2 model calls, 3400 tokens, cost $0.00066"
+    assert MODEL in shown.stdout and "3000" in shown.stdout
+    assert as_json.exit_code == 0 and json.loads(as_json.stdout) == by_name
+    assert bad.exit_code == 1 and "from" in bad.stderr

@@ -326,6 +326,7 @@ CLIENT_METHODS = {
     "with_ids": ["doc"],
     "audit": ["actor_id", "target_id", "action", "limit", "cursor"],
     "cancel_run": ["run_id"],
+    "usage": ["agent", "user_id", "since", "until"],
     "close": [],
     "confirm_call": ["run_id", "call_id", "approve", "arguments", "reason"],
     "create_agent": ["doc"],

@@ -38,6 +38,7 @@ from dhub.cli import (
 )
 from dhub.cli._common import Connection
 from dhub.cli.audit import audit
+from dhub.cli.usage import usage
 
 app = typer.Typer(help="dhub: a self-hosted agent platform.", no_args_is_help=True)
 app.add_typer(agents.app, name="agents")
@@ -57,6 +58,7 @@ app.add_typer(secrets.app, name="secrets")
 app.add_typer(triggers.app, name="triggers")
 app.command()(users.me)
 app.command()(audit)
+app.command()(usage)
 app.command("run")(run.run_file)
 app.command("chat")(chat.chat)
 

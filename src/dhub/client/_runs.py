@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Generator, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -87,6 +88,25 @@ class RunsMixin:
                 agent=agent_id, status=status, limit=page_size, cursor=cursor
             )
         )
+
+    def usage(
+        self,
+        agent: str | None = None,
+        *,
+        user_id: str | None = None,
+        since: datetime | str | None = None,
+        until: datetime | str | None = None,
+    ) -> dict[str, Any]:
+        """Tokens and cost summed over the runs ``list_runs`` would give (``agent``: an id or
+        a name), created in ``[since, until)`` (datetimes, or ISO 8601 text; a naive time is
+        UTC), and ``user_id``'s only: ``{"runs", "calls", token counts, "cost_usd",
+        "by_model"}`` (docs/observability.md, GET /api/v1/usage)."""
+        agent_id = None if agent is None else self._agent_id(agent)
+        params = query(agent_id=agent_id, user_id=user_id)
+        for name, moment in (("from", since), ("to", until)):
+            if moment is not None:
+                params[name] = moment.isoformat() if isinstance(moment, datetime) else moment
+        return self._object("GET", "/usage", params=params)
 
     def cancel_run(self, run_id: str) -> Run:
         """Cancel a run that has not finished (a finished one: ``Conflict``)."""
