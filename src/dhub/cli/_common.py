@@ -188,6 +188,15 @@ def load_document(path: Path) -> dict[str, Any]:
     return doc
 
 
+def load_patch(path: Path) -> dict[str, Any]:
+    """A document from a file as a merge patch: what ``get --json`` printed can be edited and
+    given back, so the envelope the server keeps (id, version, owners, markings, ...) is left
+    out (only the sharing commands change owners and markings)."""
+    from dhub.client._apply import READ_ONLY_FIELDS
+
+    return {k: v for k, v in load_document(path).items() if k not in READ_ONLY_FIELDS}
+
+
 def _read(path: Path) -> str:
     if str(path) == "-":
         return sys.stdin.read()
