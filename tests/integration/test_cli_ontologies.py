@@ -92,13 +92,19 @@ def test_the_schema_is_updated_versioned_shared_and_deleted(
     assert dhub("ontologies", "update", made["id"], "-f", whole).exit_code == 0
     assert api.get_ontology("shop")["version"] == 3
     assert api.get_object(made["id"], "customer", "c1")["title"] == "Ada"  # objects stay
+    # The file create takes, with 'ontology' and 'data': the schema changes, not the data.
+    wrapped = tmp_path / "wrapped.json"
+    wrapped.write_text(json.dumps({"ontology": {"description": "Three"}, "data": []}))
+    assert dhub("ontologies", "update", "shop", "-f", wrapped).exit_code == 0
+    assert api.get_ontology("shop")["description"] == "Three"
     dropped = tmp_path / "dropped.json"
     dropped.write_text(json.dumps({"object_types": shown["object_types"][1:], "link_types": []}))
     refused = dhub("ontologies", "update", "shop", "-f", dropped)
-    assert refused.exit_code == 1 and api.get_ontology("shop")["version"] == 3
+    assert refused.exit_code == 1 and api.get_ontology("shop")["version"] == 4
+    assert "The object type 'customer' has 1 objects" in refused.output
 
     listed = dhub("ontologies", "versions", "shop", "--json")
-    assert [v["version"] for v in json.loads(listed.stdout)] == [3, 2, 1]
+    assert [v["version"] for v in json.loads(listed.stdout)] == [4, 3, 2, 1]
     first = json.loads(dhub("ontologies", "versions", "shop", "1").stdout)
     assert (first["version"], first["description"]) == (1, "A shop")
     assert first == api.resource_version(made["id"], 1)

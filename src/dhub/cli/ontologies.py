@@ -17,9 +17,9 @@ from dhub.cli._common import (
     echo_json,
     echo_table,
     load_document,
-    load_patch,
     reporting_errors,
     when,
+    without_envelope,
 )
 from dhub.cli._containers import Kind, labelled, register_sharing, register_versions
 
@@ -143,10 +143,12 @@ def update(
     """Change an ontology's schema from a file (a new version; its objects and links stay and
     must fit it)."""
     with reporting_errors():
-        doc = load_patch(file)
+        doc = load_document(file)
+        # The file create takes: a document, or one with 'ontology' (its data is not changed).
+        inner = doc["ontology"] if isinstance(doc.get("ontology"), dict) else doc
         api = client_from(ctx)
         found = api.get_ontology(ontology)
-        changed = api.update_ontology(found["id"], doc.get("ontology", doc))
+        changed = api.update_ontology(found["id"], without_envelope(inner))
     done(as_json, f"updated {labelled(changed)} (version {changed['version']})", changed)
 
 
