@@ -331,15 +331,16 @@ def register_sharing(app: typer.Typer, kind: Kind) -> None:
 
     # A folder's or collection's grants, owners and markings reach what is in it.
     container = noun in ("folder", "collection")
+    a_noun = _a(noun)
     inside = " and everything in it" if container else ""
     helps: dict[Callable[..., None], str] = {
-        share: f"Share a {noun}{inside} with a user, group or public.all.",
-        unshare: f"Stop sharing a {noun} with a user, group or public.all.",
-        grants: f"List who a {noun} is shared with, and how.",
+        share: f"Share {a_noun}{inside} with a user, group or public.all.",
+        unshare: f"Stop sharing {a_noun} with a user, group or public.all.",
+        grants: f"List who {a_noun} is shared with, and how.",
         owners: f"Make exactly these users and groups the {noun}'s owners"
         + (" (of what is in it too)." if container else "."),
-        mark: f"Add a marking to a {noun}: only its holders may see it{inside}.",
-        unmark: f"Remove a marking from a {noun}.",
+        mark: f"Add a marking to {a_noun}: only its holders may see it{inside}.",
+        unmark: f"Remove a marking from {a_noun}.",
     }
     for command, text in helps.items():
         app.command(help=text)(command)
@@ -362,7 +363,7 @@ def register_versions(app: typer.Typer, kind: Kind) -> None:
         number: Annotated[
             int | None,
             typer.Argument(
-                metavar="[VERSION]", min=1, help="Show this version (default: list them all)."
+                metavar="VERSION", min=1, help="Show this version (default: list them all)."
             ),
         ] = None,
         as_json: JsonOption = False,
@@ -385,8 +386,13 @@ def register_versions(app: typer.Typer, kind: Kind) -> None:
         rows = [[str(v.version), when(v.created_at), v.created_by] for v in listed]
         echo_table(["VERSION", "CREATED", "BY"], rows)
 
-    text = f"List a {noun}'s versions, newest first (each change to it makes one), or show one."
+    text = f"List {_a(noun)}'s versions, newest first (each change to it makes one), or show one."
     app.command(help=text)(versions)
+
+
+def _a(noun: str) -> str:
+    """``a table``, ``an ontology``."""
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
 def _markings(resource: Resource) -> str:

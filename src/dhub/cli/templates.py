@@ -109,8 +109,7 @@ def update(
     ],
     as_json: JsonOption = False,
 ) -> None:
-    """Change a template from a file (a new version; runs keep the version they started
-    with)."""
+    """Change a template from a file (a changed document is a new version)."""
     with reporting_errors():
         api = client_from(ctx)
         found = api.get_template(template)
