@@ -58,6 +58,10 @@ def test_rows_are_appended_changed_and_deleted(dhub: Any, api: Client, tmp_path:
     not_rows.write_text("[1, 2]")
     bad = dhub("tables", "append", "stock", not_rows)
     assert bad.exit_code == 2 and "each a JSON object" in bad.output
+    not_text = tmp_path / "rows.json"
+    not_text.write_bytes(b"\xff\xfe[")
+    unreadable = dhub("tables", "append", "stock", not_text)
+    assert unreadable.exit_code == 2 and "cannot read" in unreadable.output
 
     # A string column keeps the text: 007 stays "007", the integer column gets a number.
     changed = dhub("tables", "update-row", "stock", "2", "sku=007", "count=9")

@@ -221,7 +221,10 @@ def append(
 
 
 def _read_rows(file: Path) -> list[dict[str, Any]]:
-    text = file.read_text(encoding="utf-8")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise typer.BadParameter(f"cannot read {file}: {exc}", param_hint="FILE") from None
     try:
         if file.suffix.lower() in (".jsonl", ".ndjson"):
             found: Any = [json.loads(line) for line in text.splitlines() if line.strip()]
