@@ -176,6 +176,39 @@ def ontologies(cli: Cli, api: Client, tmp_path: Path) -> None:
         "name": "Z",
     }
     api.delete_table("people")
+    made_object = cli("ontologies", "create-object", "support-ontology", "order",
+                      "order_id=A-2000", "status=open")  # fmt: skip
+    assert made_object == api.get_object(ontology_id, "order", "A-2000")
+    changed = cli("ontologies", "update-object", ontology_id, "order", "A-2000", "total=5")
+    assert changed == api.get_object(ontology_id, "order", "A-2000")
+    assert changed["properties"]["total"] == 5
+    linked = cli("ontologies", "link", "support-ontology", "placed", "C-001", "A-2000")
+    assert linked == {"link_type": "placed", "from": "C-001", "to": "A-2000"}
+    assert cli("ontologies", "unlink", "support-ontology", "placed", "C-001", "A-2000") == {
+        "ontology_id": ontology_id, "link_type": "placed", "from": "C-001", "to": "A-2000",
+        "unlinked": True}  # fmt: skip
+    gone = cli("ontologies", "delete-object", ontology_id, "order", "A-2000")
+    assert gone == {"ontology_id": ontology_id, "type": "order", "key": "A-2000", "deleted": True}
+    patch = tmp_path / "ontology.yaml"
+    patch.write_text("description: Version two\n")
+    updated = cli("ontologies", "update", "support-ontology", "-f", patch)
+    assert updated == api.get_ontology(ontology_id) and updated["version"] == 2
+    assert [v["version"] for v in cli("ontologies", "versions", "support-ontology")] == [2, 1]
+    first = cli("ontologies", "versions", ontology_id, "1")
+    assert first == api.resource_version(ontology_id, 1)
+    sharing_of(cli, "ontologies", "support-ontology")
+    assert cli("ontologies", "delete", "support-ontology") == {"id": ontology_id, "deleted": True}
+
+
+def sharing_of(cli: Cli, noun: str, ref: str) -> None:
+    """share, grants, unshare, owners, mark, unmark for a resource of a kind."""
+    granted = cli(noun, "share", ref, "group.eng", "--scope", "viewer")
+    assert (granted["principal_id"], granted["scope"]) == ("group.eng", "viewer")
+    assert [g["principal_id"] for g in cli(noun, "grants", ref)] == ["group.eng"]
+    assert cli(noun, "unshare", ref, "group.eng")["unshared"] is True
+    assert [o["id"] for o in cli(noun, "owners", ref, "user.admin")["owners"]] == ["user.admin"]
+    assert cli(noun, "mark", ref, "marking.pii")["markings"] == ["marking.pii"]
+    assert cli(noun, "unmark", ref, "marking.pii")["markings"] == []
 
 
 def identities(cli: Cli, api: Client) -> None:
@@ -281,6 +314,16 @@ def tables(cli: Cli, api: Client, tmp_path: Path) -> None:
     ]
     assert cli("tables", "mark", "stock", "marking.pii")["markings"] == ["marking.pii"]
     assert cli("tables", "unmark", "stock", "marking.pii")["markings"] == []
+    rows = tmp_path / "stock.jsonl"
+    rows.write_text('{"sku": "A-1", "count": 3}\n{"sku": "B-2"}\n')
+    assert cli("tables", "append", "stock", rows) == {"inserted": 2, "row_ids": [1, 2]}
+    changed = cli("tables", "update-row", "stock", "2", "count=5")
+    assert changed == {"_row": 2, "sku": "B-2", "count": 5}
+    assert cli("tables", "delete-rows", "stock", "1") == {"deleted": 1}
+    widened = cli("tables", "columns", "stock", "-c", "sku:string!", "-c", "count:number")
+    assert widened == api.get_table("stock") and widened["version"] == 2
+    assert [v["version"] for v in cli("tables", "versions", "stock")] == [2, 1]
+    assert cli("tables", "versions", "stock", "1") == api.resource_version(made["id"], 1)
     assert cli("tables", "delete", "stock") == {"id": made["id"], "deleted": True}
     api.delete_table("sales")
 
@@ -350,6 +393,15 @@ def templates(cli: Cli, api: Client, tmp_path: Path) -> None:
     target = tmp_path / "out.md"
     saved = cli("runs", "artifact", run.id, artifact["id"], "-o", target)
     assert saved["path"] == str(target) and target.read_text() == EXPECTED
+
+    change = tmp_path / "change.json"
+    change.write_text(json.dumps({"description": "Every Monday"}))
+    updated = cli("templates", "update", "weekly-report", change)
+    assert updated == api.get_template(made["id"]) and updated["version"] == 2
+    assert [v["version"] for v in cli("templates", "versions", "weekly-report")] == [2, 1]
+    assert cli("templates", "versions", made["id"], "1") == api.resource_version(made["id"], 1)
+    sharing_of(cli, "templates", "weekly-report")
+    assert cli("templates", "delete", "weekly-report") == {"id": made["id"], "deleted": True}
 
 
 def mcp_servers(cli: Cli, api: Client, tmp_path: Path) -> None:

@@ -108,3 +108,50 @@ def test_the_cli_lists_renders_and_saves(
     assert pdf.exit_code == 0 and (tmp_path / "r.pdf").read_bytes().startswith(b"%PDF")
     missing = dhub("runs", "artifacts", "run.01nosuchthing000000000000000")
     assert missing.exit_code != 0 and "No run with id" in missing.output
+
+
+def test_the_cli_updates_versions_shares_and_deletes(
+    dhub: Any, api: Client, tmp_path: Path
+) -> None:
+    made = api.create_template(report_doc())
+    change = tmp_path / "change.yaml"
+    change.write_text("description: Every Monday\nbody: 'Hi {{ customer }}'\n")
+    updated = dhub("templates", "update", "weekly-report", change)
+    assert updated.exit_code == 0, updated.output
+    assert updated.output == f"updated weekly-report ({made['id']}) (version 2)\n"
+    assert api.get_template(made["id"])["body"] == "Hi {{ customer }}"
+    # What `get --json` printed goes back as it is: the envelope is left out of the patch.
+    shown = tmp_path / "shown.json"
+    shown.write_text(dhub("templates", "get", made["id"], "--json").stdout)
+    again = dhub("templates", "update", made["id"], shown)
+    assert again.exit_code == 0, again.output
+    assert api.get_template(made["id"])["version"] == 2  # nothing changed, no version
+
+    listed = dhub("templates", "versions", "weekly-report")
+    assert listed.exit_code == 0, listed.output
+    lines = listed.output.splitlines()
+    assert lines[0].split() == ["VERSION", "CREATED", "BY"]
+    assert [line.split()[0] for line in lines[1:]] == ["2", "1"]
+    first = json.loads(dhub("templates", "versions", "weekly-report", "1").stdout)
+    assert (first["version"], first["body"]) == (1, report_doc()["body"])
+    assert first == api.resource_version(made["id"], 1)
+    assert [v.version for v in api.resource_versions(made["id"])] == [2, 1]
+    gone = dhub("templates", "versions", "weekly-report", "3")
+    assert gone.exit_code == 1 and "versions 1 to 2" in gone.output
+
+    shared = dhub("templates", "share", "weekly-report", "public.all")
+    assert shared.output == f"shared weekly-report ({made['id']}) with public.all as viewer\n"
+    assert [g["principal_id"] for g in api.list_grants(made["id"])] == ["public.all"]
+    assert dhub("templates", "unshare", "weekly-report", "public.all").exit_code == 0
+    assert api.list_grants(made["id"]) == []
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("body: '{{ nobody }}'\n")
+    refused = dhub("templates", "update", "weekly-report", broken)
+    assert refused.exit_code == 1 and "nobody" in refused.output
+    deleted = dhub("templates", "delete", "weekly-report")
+    assert deleted.output == f"deleted weekly-report ({made['id']})\n"
+    with pytest.raises(NotFound):
+        api.get_template(made["id"])
+    unknown = dhub("templates", "delete", "weekly-report")
+    assert unknown.exit_code == 1 and "no template named 'weekly-report'" in unknown.output

@@ -118,6 +118,31 @@ def test_schema_changes_follow_the_rows(client: TestClient) -> None:
     assert all_rows(client, table_id) == [{"_row": 3, "region": 7, "units": None}]
 
 
+def test_a_schema_change_is_a_version_rows_are_not(client: TestClient) -> None:
+    table_id = make_table(client)
+    url = f"{TABLES}/{table_id}"
+    [row_id] = ok(append(client, table_id, [{"region": "north", "units": 3}]), 201)["row_ids"]
+    ok(client.patch(f"{url}/rows/{row_id}", json={"units": 4}))
+    ok(append(client, table_id, [{"region": "south"}]), 201)
+    ok(client.post(f"{url}/rows/delete", json={"row_ids": [row_id]}))
+    [first] = ok(client.get(f"{url}/versions"))["data"]
+    assert (first["version"], first["created_by"]) == (1, "user.admin")
+    assert ok(client.get(url))["version"] == 1
+
+    widened = columns("region:string!", "units:number", "note:string")
+    ok(client.patch(url, json={"columns": widened}))
+    listed = ok(client.get(f"{url}/versions"))["data"]
+    assert [v["version"] for v in listed] == [2, 1]  # newest first
+    old = ok(client.get(f"{url}/versions/1"))
+    assert (old["id"], old["version"]) == (table_id, 1)
+    assert [(c["name"], c["type"]) for c in old["columns"]] == [
+        ("region", "string"), ("units", "integer"), ("price", "number")]  # fmt: skip
+    assert ok(client.get(f"{url}/versions/2"))["columns"] == ok(client.get(url))["columns"]
+    missing = client.get(f"{url}/versions/3")
+    assert missing.status_code == 404 and "versions 1 to 2" in missing.json()["detail"]
+    assert client.get(f"{TABLES}/{RANDOM}/versions").status_code == 404
+
+
 def test_deleting_a_table_drops_its_rows(client: TestClient) -> None:
     table_id = make_table(client)
     ok(append(client, table_id, [{"region": "north"}]), 201)

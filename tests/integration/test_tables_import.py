@@ -152,6 +152,39 @@ def test_errors_point_at_row_and_column(client: TestClient) -> None:
     assert wrong_type == ["row 1, column 'price': '12' is not a number"]
 
 
+def parquet(**columns: Any) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(pa.table(columns), sink)
+    return sink.getvalue()
+
+
+def test_parquet_errors_point_at_row_and_column(client: TestClient) -> None:
+    table_id = make_table(client, "typed", "name:string!", "price:number", "day:date")
+    url = f"{TABLES}/{table_id}/import"
+    # A Parquet file is typed: text in a number column is refused, every row named (as a
+    # JSON Lines "12"; only CSV's text is parsed).
+    data = parquet(name=["a", "b"], price=["1", "abc"], day=["2024-01-01", "2024-01-02"])
+    assert problems(client.post(url, params={"format": "parquet"}, content=data)) == [
+        "row 1, column 'price': '1' is not a number",
+        "row 2, column 'price': 'abc' is not a number",
+    ]
+    # A null in a required column, and a date that is not one.
+    data = parquet(
+        name=pa.array(["a", None, "c"], pa.string()),
+        price=pa.array([1.0, 2.0, None], pa.float64()),
+        day=["2024-01-01", "2024-01-02", "2024-02-30"],
+    )
+    response = client.post(url, params={"format": "parquet"}, content=data)
+    assert problems(response) == [
+        "row 2, column 'name': a value is required",
+        "row 3, column 'day': '2024-02-30' is not a date (YYYY-MM-DD)",
+    ]
+    assert {e["loc"] for e in response.json()["errors"]} == {"/file"}
+    assert all_rows(client, table_id) == []  # all or nothing
+    fixed = parquet(name=["a"], price=pa.array([1.5], pa.float64()), day=[date(2024, 1, 1)])
+    assert ok(client.post(url, params={"format": "parquet"}, content=fixed)) == {"inserted": 1}
+
+
 def test_bad_files_and_formats(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
     assert problems(import_file(client, "x", b"", "csv")) == [
         "the file is empty: a CSV starts with a header row"

@@ -350,6 +350,8 @@ CLIENT_METHODS = {
     "get_collection": ["collection"],
     "get_folder": ["folder"],
     "get_resource": ["resource"],
+    "resource_version": ["resource", "version"],
+    "resource_versions": ["resource"],
     "home_folder": [],
     "iter_collection_children": ["collection", "page_size"],
     "iter_collections": ["q", "name", "tags", "page_size"],

@@ -188,6 +188,20 @@ def load_document(path: Path) -> dict[str, Any]:
     return doc
 
 
+def load_patch(path: Path) -> dict[str, Any]:
+    """A document from a file as a merge patch (``without_envelope``)."""
+    return without_envelope(load_document(path))
+
+
+def without_envelope(doc: dict[str, Any]) -> dict[str, Any]:
+    """``doc`` without the envelope the server keeps (id, version, owners, markings, ...): what
+    ``get --json`` printed can be edited and given back as a patch (only the sharing commands
+    change owners and markings)."""
+    from dhub.client._apply import READ_ONLY_FIELDS
+
+    return {k: v for k, v in doc.items() if k not in READ_ONLY_FIELDS}
+
+
 def _read(path: Path) -> str:
     if str(path) == "-":
         return sys.stdin.read()

@@ -39,7 +39,8 @@ MAX_PAGE = 200  # the server's largest page
 
 @dataclass(frozen=True)
 class Kind:
-    """A folder or a collection, as the commands name, find and change one."""
+    """A kind of resource, as the commands name, find and change one (folder and collection
+    here; the other kinds override ``resolve``, all the sharing and versions commands use)."""
 
     category: str  # folder | collection
 
@@ -246,8 +247,8 @@ def register_basics(
 
 def register_sharing(app: typer.Typer, kind: Kind) -> None:
     """``share``, ``unshare``, ``grants``, ``owners``, ``mark`` and ``unmark`` on ``app``:
-    what ``dhub agents`` has, for a folder or collection, whose grants, owners and markings
-    reach everything inside it."""
+    what ``dhub agents`` has, for a folder or collection (whose grants, owners and markings
+    reach everything inside it) or another kind (a table, template, ontology, secret)."""
     noun = kind.category
     Ref = Annotated[  # noqa: N806 - a type, named as one
         str, typer.Argument(metavar=noun.upper(), help=f"The {noun}'s name or id ({noun}.…).")
@@ -328,17 +329,70 @@ def register_sharing(app: typer.Typer, kind: Kind) -> None:
             changed = api.unmark(kind.resolve(api, ref)["id"], marking_id)
         done(as_json, f"unmarked {labelled(changed)}: {_markings(changed)}", changed)
 
-    inside = "and everything in it"
+    # A folder's or collection's grants, owners and markings reach what is in it.
+    container = noun in ("folder", "collection")
+    a_noun = _a(noun)
+    inside = " and everything in it" if container else ""
     helps: dict[Callable[..., None], str] = {
-        share: f"Share a {noun} {inside} with a user, group or public.all.",
-        unshare: f"Stop sharing a {noun} with a user, group or public.all.",
-        grants: f"List who a {noun} is shared with, and how.",
-        owners: f"Make exactly these users and groups the {noun}'s owners (of what is in it too).",
-        mark: f"Add a marking to a {noun}: only its holders may see it {inside}.",
-        unmark: f"Remove a marking from a {noun}.",
+        share: f"Share {a_noun}{inside} with a user, group or public.all.",
+        unshare: f"Stop sharing {a_noun} with a user, group or public.all.",
+        grants: f"List who {a_noun} is shared with, and how.",
+        owners: f"Make exactly these users and groups the {noun}'s owners"
+        + (" (of what is in it too)." if container else "."),
+        mark: f"Add a marking to {a_noun}: only its holders may see it{inside}.",
+        unmark: f"Remove a marking from {a_noun}.",
     }
     for command, text in helps.items():
         app.command(help=text)(command)
+
+
+# -- versions ----------------------------------------------------------------------------------
+
+
+def register_versions(app: typer.Typer, kind: Kind) -> None:
+    """``versions`` on ``app``: a resource's versions, or one of them, as ``dhub agents
+    versions`` and ``dhub agents get --version`` have them for an agent."""
+    noun = kind.category
+    Ref = Annotated[  # noqa: N806 - a type, named as one
+        str, typer.Argument(metavar=noun.upper(), help=f"The {noun}'s name or id ({noun}.…).")
+    ]
+
+    def versions(
+        ctx: typer.Context,
+        ref: Ref,
+        number: Annotated[
+            int | None,
+            typer.Argument(
+                metavar="VERSION", min=1, help="Show this version (default: list them all)."
+            ),
+        ] = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        with reporting_errors():
+            api = client_from(ctx)
+            found = kind.resolve(api, ref)
+            if number is not None:
+                old = api.resource_version(found["id"], number)
+                listed = []
+            else:
+                listed = api.resource_versions(found["id"])
+        if number is not None:  # the whole document: a change may be anywhere in it
+            echo_json(old)
+            return
+        if as_json:
+            echo_json([{"version": v.version, "created_at": v.created_at,
+                        "created_by": v.created_by} for v in listed])  # fmt: skip
+            return
+        rows = [[str(v.version), when(v.created_at), v.created_by] for v in listed]
+        echo_table(["VERSION", "CREATED", "BY"], rows)
+
+    text = f"List {_a(noun)}'s versions, newest first (each change to it makes one), or show one."
+    app.command(help=text)(versions)
+
+
+def _a(noun: str) -> str:
+    """``a table``, ``an ontology``."""
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
 def _markings(resource: Resource) -> str:

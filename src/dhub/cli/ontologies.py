@@ -19,10 +19,12 @@ from dhub.cli._common import (
     load_document,
     reporting_errors,
     when,
+    without_envelope,
 )
+from dhub.cli._containers import Kind, labelled, register_sharing, register_versions
 
 if TYPE_CHECKING:
-    from dhub.client import ObjectPage, Ontology
+    from dhub.client import Client, ObjectPage, Ontology
 
 app = typer.Typer(
     help="Ontologies: object types, their objects and the links between them.",
@@ -120,6 +122,44 @@ def create(
     if imported is not None:
         message += f"; {_counts(imported)}"
     done(as_json, message, made if imported is None else {"ontology": made, "imported": imported})
+
+
+@app.command()
+def update(
+    ctx: typer.Context,
+    ontology: OntologyArgument,
+    file: Annotated[
+        Path,
+        typer.Option(
+            "--file",
+            "-f",
+            dir_okay=False,
+            help="The fields to change, JSON or YAML ('-' reads stdin): a merge patch, so a "
+            "whole document replaces the object and link types.",
+        ),
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Change an ontology's schema from a file (a new version; its objects and links stay and
+    must fit it)."""
+    with reporting_errors():
+        doc = load_document(file)
+        # The file create takes: a document, or one with 'ontology' (its data is not changed).
+        inner = doc["ontology"] if isinstance(doc.get("ontology"), dict) else doc
+        api = client_from(ctx)
+        found = api.get_ontology(ontology)
+        changed = api.update_ontology(found["id"], without_envelope(inner))
+    done(as_json, f"updated {labelled(changed)} (version {changed['version']})", changed)
+
+
+@app.command()
+def delete(ctx: typer.Context, ontology: OntologyArgument, as_json: JsonOption = False) -> None:
+    """Delete an ontology, its objects and links."""
+    with reporting_errors():
+        api = client_from(ctx)
+        found = api.get_ontology(ontology)
+        api.delete_ontology(found["id"])
+    done(as_json, f"deleted {labelled(found)}", {"id": found["id"], "deleted": True})
 
 
 @app.command()
@@ -313,3 +353,140 @@ def _counts(result: dict[str, Any]) -> str:
         f"objects: {objects['created']} created, {objects['updated']} updated; links: "
         f"{links['created']} created, {links['existing']} already there"
     )
+
+
+# -- changing objects and links ------------------------------------------------------------------
+
+ValuesArgument = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="[NAME=VALUE]...",
+        help="Properties; a VALUE is JSON when it parses (but stays text in a string property).",
+    ),
+]
+JsonFileOption = Annotated[
+    Path | None, typer.Option("--json-file", help="Properties from a JSON object file.")
+]
+
+
+def _properties(
+    found: Ontology, type: str, values: list[str] | None, json_file: Path | None
+) -> dict[str, Any]:
+    from dhub.cli.runs import read_values
+
+    texts = {
+        p["name"]
+        for t in found.get("object_types") or []
+        if t["name"] == type
+        for p in t.get("properties") or []
+        if p.get("type") == "string"
+    }
+    return read_values(values or [], json_file, texts)
+
+
+@app.command("create-object")
+def create_object(
+    ctx: typer.Context,
+    ontology: OntologyArgument,
+    type: TypeArgument,
+    values: ValuesArgument = None,
+    json_file: JsonFileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create one object; its key is its type's primary key property."""
+    with reporting_errors():
+        api = client_from(ctx)
+        found = api.get_ontology(ontology)
+        properties = _properties(found, type, values, json_file)
+        made = api.create_object(found["id"], type, properties)
+    done(as_json, f"created {made['type']} {made['key']} ({made['title']})", made)
+
+
+@app.command("update-object")
+def update_object(
+    ctx: typer.Context,
+    ontology: OntologyArgument,
+    type: TypeArgument,
+    key: KeyArgument,
+    values: ValuesArgument = None,
+    json_file: JsonFileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Change some of an object's properties (null removes a value; the key never
+    changes)."""
+    with reporting_errors():
+        api = client_from(ctx)
+        found = api.get_ontology(ontology)
+        properties = _properties(found, type, values, json_file)
+        changed = api.update_object(found["id"], type, key, properties)
+    done(as_json, f"updated {changed['type']} {changed['key']} ({changed['title']})", changed)
+
+
+@app.command("delete-object")
+def delete_object(
+    ctx: typer.Context,
+    ontology: OntologyArgument,
+    type: TypeArgument,
+    key: KeyArgument,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete an object and its links."""
+    with reporting_errors():
+        api = client_from(ctx)
+        found = api.get_ontology(ontology)
+        api.delete_object(found["id"], type, key)
+    result = {"ontology_id": found["id"], "type": type, "key": key, "deleted": True}
+    done(as_json, f"deleted {type} {key} from {labelled(found)}", result)
+
+
+LinkTypeArgument = Annotated[str, typer.Argument(metavar="LINK_TYPE", help="The link type's name.")]
+FromArgument = Annotated[str, typer.Argument(metavar="FROM", help="The 'from' object's key.")]
+ToArgument = Annotated[str, typer.Argument(metavar="TO", help="The 'to' object's key.")]
+
+
+@app.command()
+def link(
+    ctx: typer.Context,
+    ontology: OntologyArgument,
+    link_type: LinkTypeArgument,
+    from_key: FromArgument,
+    to_key: ToArgument,
+    as_json: JsonOption = False,
+) -> None:
+    """Link two objects (nothing new if they are linked already)."""
+    with reporting_errors():
+        api = client_from(ctx)
+        found = api.get_ontology(ontology)
+        made = api.link_objects(found["id"], link_type, from_key, to_key)
+    done(as_json, f"linked {from_key} -{link_type}-> {to_key} in {labelled(found)}", made)
+
+
+@app.command()
+def unlink(
+    ctx: typer.Context,
+    ontology: OntologyArgument,
+    link_type: LinkTypeArgument,
+    from_key: FromArgument,
+    to_key: ToArgument,
+    as_json: JsonOption = False,
+) -> None:
+    """Remove a link between two objects."""
+    with reporting_errors():
+        api = client_from(ctx)
+        found = api.get_ontology(ontology)
+        api.unlink_objects(found["id"], link_type, from_key, to_key)
+    result = {"ontology_id": found["id"], "link_type": link_type, "from": from_key,
+              "to": to_key, "unlinked": True}  # fmt: skip
+    done(as_json, f"unlinked {from_key} -{link_type}-> {to_key} in {labelled(found)}", result)
+
+
+class _Ontology(Kind):
+    """An ontology, as the sharing and versions commands find one."""
+
+    def resolve(self, api: Client, ref: str) -> dict[str, Any]:
+        return dict(api.get_ontology(ref))
+
+
+# share, unshare, grants, owners, mark, unmark; versions
+register_sharing(app, _Ontology("ontology"))
+register_versions(app, _Ontology("ontology"))

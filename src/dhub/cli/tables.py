@@ -21,7 +21,7 @@ from dhub.cli._common import (
     reporting_errors,
     when,
 )
-from dhub.cli._containers import Kind, labelled, register_sharing
+from dhub.cli._containers import Kind, labelled, register_sharing, register_versions
 
 if TYPE_CHECKING:
     from dhub.client import Client
@@ -100,27 +100,37 @@ def get(ctx: typer.Context, table: TableArgument, as_json: JsonOption = False) -
     )
 
 
+ColumnOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--column",
+        "-c",
+        metavar="NAME:TYPE[!]",
+        help="A column (repeat): type string, number, integer, boolean, date, datetime "
+        "or json; '!' at the end: required.",
+    ),
+]
+
+
 @app.command()
 def create(
     ctx: typer.Context,
     name: Annotated[str, typer.Argument(help="Unique within the folder it goes in.")],
-    column: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--column",
-            "-c",
-            metavar="NAME:TYPE[!]",
-            help="A column (repeat): type string, number, integer, boolean, date, datetime "
-            "or json; '!' at the end: required.",
-        ),
-    ] = None,
+    column: ColumnOption = None,
     description: Annotated[str | None, typer.Option(help="What it holds.")] = None,
     in_: InOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Create an empty table with these columns."""
+    columns = _parse_columns(column or [])
+    with reporting_errors():
+        made = client_from(ctx).create_table(name, columns, description=description, folder=in_)
+    done(as_json, f"created {labelled(made)}", made)
+
+
+def _parse_columns(specs: list[str]) -> list[dict[str, Any]]:
     columns = []
-    for spec in column or []:
+    for spec in specs:
         col_name, sep, kind = spec.partition(":")
         if not sep or not kind.rstrip("!"):
             raise typer.BadParameter(
@@ -129,9 +139,7 @@ def create(
         columns.append(
             {"name": col_name, "type": kind.rstrip("!"), "nullable": not kind.endswith("!")}
         )
-    with reporting_errors():
-        made = client_from(ctx).create_table(name, columns, description=description, folder=in_)
-    done(as_json, f"created {labelled(made)}", made)
+    return columns
 
 
 @app.command("import")
@@ -185,6 +193,118 @@ def rows(
         return
     names = ["_row", *(c["name"] for c in found.get("columns") or [])]
     echo_table(names, [[_cell(r.get(n)) for n in names] for r in page["data"]])
+
+
+@app.command()
+def append(
+    ctx: typer.Context,
+    table: TableArgument,
+    file: Annotated[
+        Path,
+        typer.Argument(
+            exists=True,
+            dir_okay=False,
+            help='Rows as JSON (a list of objects, or {"rows": [...]}) or JSON Lines '
+            "(.jsonl, .ndjson: one object a line).",
+        ),
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Append rows from a JSON or JSON Lines file, all or nothing (values checked against the
+    columns; a problem is named by row and column)."""
+    rows_ = _read_rows(file)
+    with reporting_errors():
+        api = client_from(ctx)
+        found = _resolve(api, table)
+        result = api.append_rows(found["id"], rows_)
+    done(as_json, f"appended {result['inserted']} rows to {labelled(found)}", result)
+
+
+def _read_rows(file: Path) -> list[dict[str, Any]]:
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise typer.BadParameter(f"cannot read {file}: {exc}", param_hint="FILE") from None
+    try:
+        if file.suffix.lower() in (".jsonl", ".ndjson"):
+            found: Any = [json.loads(line) for line in text.splitlines() if line.strip()]
+        else:
+            found = json.loads(text)
+    except ValueError as exc:
+        raise typer.BadParameter(f"{file}: not JSON: {exc}", param_hint="FILE") from None
+    if isinstance(found, dict) and isinstance(found.get("rows"), list):
+        found = found["rows"]
+    if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
+        raise typer.BadParameter(f"{file}: expected rows, each a JSON object", param_hint="FILE")
+    return found
+
+
+@app.command("update-row")
+def update_row(
+    ctx: typer.Context,
+    table: TableArgument,
+    row_id: Annotated[int, typer.Argument(metavar="ROW", help="The row's id (its _row).")],
+    values: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="NAME=VALUE...",
+            help="New values; a VALUE is JSON when it parses (but stays text in a string "
+            "column), null empties a cell.",
+        ),
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Change some columns of one row."""
+    from dhub.cli.runs import read_values
+
+    with reporting_errors():
+        api = client_from(ctx)
+        found = _resolve(api, table)
+        texts = {c["name"] for c in found.get("columns") or [] if c.get("type") == "string"}
+        changed = api.update_row(found["id"], row_id, read_values(values, None, texts))
+    done(as_json, f"updated row {row_id} of {labelled(found)}", changed)
+
+
+@app.command("delete-rows")
+def delete_rows(
+    ctx: typer.Context,
+    table: TableArgument,
+    row_ids: Annotated[
+        list[int], typer.Argument(metavar="ROW...", help="The rows' ids (their _row).")
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Delete rows by id."""
+    with reporting_errors():
+        api = client_from(ctx)
+        found = _resolve(api, table)
+        deleted = api.delete_rows(found["id"], row_ids)
+    done(as_json, f"deleted {deleted} rows of {labelled(found)}", {"deleted": deleted})
+
+
+@app.command("columns")
+def columns_(
+    ctx: typer.Context,
+    table: TableArgument,
+    column: ColumnOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Set a table's columns (a new version): a new name adds a column, a missing one drops
+    it with its values, integer -> number widens; what the rows cannot take is refused."""
+    if not column:
+        raise typer.BadParameter("give every column the table is to have", param_hint="--column")
+    wanted = _parse_columns(column)
+    with reporting_errors():
+        api = client_from(ctx)
+        found = _resolve(api, table)
+        # A column kept keeps its description: -c names only its name and type.
+        described = {c["name"]: c.get("description") for c in found.get("columns") or []}
+        for col in wanted:
+            if described.get(col["name"]):
+                col["description"] = described[col["name"]]
+        changed = api.update_table(found["id"], {"columns": wanted})
+    message = f"{labelled(changed)} (version {changed.get('version')}): "
+    done(as_json, message + ", ".join(_columns(changed)), changed)
 
 
 def _echo_result(columns: list[str], rows_: list[list[Any]], empty: str) -> None:
@@ -269,5 +389,6 @@ class _Table(Kind):
         return api.resolve_table(ref)
 
 
-# share, unshare, grants, owners, mark, unmark
+# share, unshare, grants, owners, mark, unmark; versions
 register_sharing(app, _Table("table"))
+register_versions(app, _Table("table"))

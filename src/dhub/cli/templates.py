@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import typer
 
@@ -19,9 +19,14 @@ from dhub.cli._common import (
     echo_json,
     echo_table,
     load_document,
+    load_patch,
     reporting_errors,
     when,
 )
+from dhub.cli._containers import Kind, labelled, register_sharing, register_versions
+
+if TYPE_CHECKING:
+    from dhub.client import Client
 
 app = typer.Typer(
     help="Document templates: Markdown, HTML or text with typed variables.",
@@ -92,6 +97,37 @@ def create(
 
 
 @app.command()
+def update(
+    ctx: typer.Context,
+    template: TemplateArgument,
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="The fields to change (JSON or YAML, as create takes; - for stdin): a merge "
+            "patch, so a whole document replaces the body and variables."
+        ),
+    ],
+    as_json: JsonOption = False,
+) -> None:
+    """Change a template from a file (a changed document is a new version)."""
+    with reporting_errors():
+        api = client_from(ctx)
+        found = api.get_template(template)
+        changed = api.update_template(found["id"], load_patch(file))
+    done(as_json, f"updated {labelled(changed)} (version {changed.get('version')})", changed)
+
+
+@app.command()
+def delete(ctx: typer.Context, template: TemplateArgument, as_json: JsonOption = False) -> None:
+    """Delete a template and its versions."""
+    with reporting_errors():
+        api = client_from(ctx)
+        found = api.get_template(template)
+        api.delete_template(found["id"])
+    done(as_json, f"deleted {labelled(found)}", {"id": found["id"], "deleted": True})
+
+
+@app.command()
 def render(
     ctx: typer.Context,
     template: TemplateArgument,
@@ -142,3 +178,15 @@ def render(
     else:
         sys.stdout.write(content.decode())
         sys.stdout.flush()
+
+
+class _Template(Kind):
+    """A template, as the sharing and versions commands find one."""
+
+    def resolve(self, api: Client, ref: str) -> dict[str, Any]:
+        return api.get_template(ref)
+
+
+# share, unshare, grants, owners, mark, unmark; versions
+register_sharing(app, _Template("template"))
+register_versions(app, _Template("template"))

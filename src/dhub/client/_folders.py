@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dhub.client._models import Collection, Folder, Resource, ResourcePage
+from dhub.client._models import AgentVersion, Collection, Folder, Resource, ResourcePage
 from dhub.client._names import category_of, is_id, pick, plural
 from dhub.client._paths import follow, query, segment
 
@@ -249,6 +249,20 @@ class FoldersMixin:
     def get_resource(self, resource: str) -> Resource:
         """Any resource by its id (the kind is in the id), or an agent by its name."""
         return self._object("GET", self._resource_path(resource))
+
+    def resource_versions(self, resource: str) -> list[AgentVersion]:
+        """A resource's versions, newest first: any resource by its id (a table, template,
+        ontology, ...), or an agent by its name. Each change to its document is a version
+        (a table's rows and an ontology's objects are data, not versions)."""
+        body = self._object("GET", f"{self._resource_path(resource)}/versions")
+        return [
+            AgentVersion(int(v["version"]), int(v["created_at"]), str(v["created_by"]))
+            for v in body["data"]
+        ]
+
+    def resource_version(self, resource: str, version: int) -> Resource:
+        """The resource as it was at ``version`` (1 is the document it was created with)."""
+        return self._object("GET", f"{self._resource_path(resource)}/versions/{int(version)}")
 
     def move(
         self,
