@@ -138,6 +138,9 @@ def test_model_calls_count_tokens_and_errors_by_provider_and_model(settings: Set
     tokens = "dhub_model_tokens_total"
     assert moved(before, answered, tokens, kind="input", **model) == usage["input_tokens"]
     assert moved(before, answered, tokens, kind="output", **model) == usage["output_tokens"]
+    assert usage["cost_usd"] > 0  # priced from the table
+    cost = moved(before, answered, "dhub_model_cost_usd_total", **model)
+    assert cost == pytest.approx(usage["cost_usd"])
     assert moved(before, answered, "dhub_model_errors_total") == 0
     errors = "dhub_model_errors_total"
     assert moved(answered, after, errors, kind="provider_error", **model) == 1

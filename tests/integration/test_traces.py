@@ -84,6 +84,12 @@ def test_a_react_run_with_a_tool(settings: Settings, spans: InMemorySpanExporter
     assert got["gen_ai.response.finish_reasons"] == ("tool_calls",)
     assert attrs(second)["gen_ai.response.finish_reasons"] == ("stop",)
     assert "gen_ai.input.messages" not in got  # content only when the operator asks
+    assert got["dhub.cost_usd"] > 0 and attrs(second)["dhub.cost_usd"] > 0  # priced, USD
+    calls = (got, attrs(second))
+    assert attrs(run)["gen_ai.usage.input_tokens"] == sum(
+        c["gen_ai.usage.input_tokens"] for c in calls
+    )
+    assert attrs(run)["dhub.cost_usd"] == pytest.approx(sum(c["dhub.cost_usd"] for c in calls))
     [tool] = named(spans, "execute_tool ")
     assert tool.name == "execute_tool lookup_order" and parent_of(spans, tool) is node
     assert attrs(tool)["gen_ai.tool.name"] == "lookup_order"

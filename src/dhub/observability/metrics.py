@@ -86,6 +86,12 @@ MODEL_TOKENS = Counter(
     "and cached are parts of output and input).",
     ["provider", "model", "kind"],
 )
+MODEL_COST = Counter(
+    "dhub_model_cost_usd",
+    "What answered model calls cost, in US dollars, by provider and model (calls of models "
+    "without a known price add nothing: see the runs' cost_note).",
+    ["provider", "model"],
+)
 MODEL_ERRORS = Counter(
     "dhub_model_errors",
     "Model calls that failed, by provider, model and error kind.",
@@ -178,6 +184,11 @@ def model_answered(provider: str, model: str, usage: Mapping[str, Any], seconds:
         count = usage.get(f"{kind}_tokens") or 0
         if count:
             MODEL_TOKENS.labels(provider, model, kind).inc(count)
+
+
+def model_cost(provider: str, model: str, cost_usd: float) -> None:
+    if _on and cost_usd > 0:
+        MODEL_COST.labels(provider, model).inc(cost_usd)
 
 
 def model_failed(provider: str, model: str, kind: str, seconds: float) -> None:

@@ -85,7 +85,10 @@ def start(env: Mapping[str, str] = os.environ) -> bool:
     exporter = _exporter(env)  # both refused before anything is set up
     named = "OTEL_SERVICE_NAME" in env or "service.name" in env.get("OTEL_RESOURCE_ATTRIBUTES", "")
     resource = Resource.create({} if named else {"service.name": "dhub"})
-    provider = TracerProvider(resource=resource)  # the sampler from OTEL_TRACES_SAMPLER
+    from dhub.observability.sampling import WithinWork
+
+    configured = TracerProvider(resource=resource, shutdown_on_exit=False).sampler  # OTEL_*
+    provider = TracerProvider(resource=resource, sampler=WithinWork(configured))
     provider.add_span_processor(BatchSpanProcessor(exporter))
     install(provider, capture=capture, owned=True)
     log.info("traces are exported (%s)", _where(env))
@@ -143,12 +146,20 @@ def _capture(env: Mapping[str, str]) -> bool:
 
 def install(provider: TracerProvider, capture: bool = False, owned: bool = False) -> None:
     """Trace with ``provider`` (tests pass one with an in-memory exporter); outgoing httpx
-    requests are traced from now on."""
+    requests are traced from now on (httpx2 too: the OpenAI SDK's client)."""
     global _state
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
-
     _state = _Tracing(provider, provider.get_tracer("dhub"), capture, owned)
-    HTTPXClientInstrumentor().instrument(tracer_provider=provider)
+    for instrumentor in _http_instrumentors():
+        instrumentor.instrument(tracer_provider=provider)
+
+
+def _http_instrumentors() -> list[Any]:
+    from opentelemetry.instrumentation import httpx as instrumentation
+
+    found: list[Any] = [instrumentation.HTTPXClientInstrumentor()]
+    if hasattr(instrumentation, "HTTPX2ClientInstrumentor"):  # where httpx2 is installed
+        found.append(instrumentation.HTTPX2ClientInstrumentor())
+    return found
 
 
 def uninstall() -> None:
@@ -156,10 +167,10 @@ def uninstall() -> None:
     global _state
     if _state is None:
         return
-    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
     from opentelemetry.instrumentation.sqlalchemy import SQLAlchemyInstrumentor
 
-    HTTPXClientInstrumentor().uninstrument()
+    for instrumentor in _http_instrumentors():
+        instrumentor.uninstrument()
     if SQLAlchemyInstrumentor().is_instrumented_by_opentelemetry:
         SQLAlchemyInstrumentor().uninstrument()
     if _state.owned:
@@ -183,7 +194,13 @@ def instrument_app(app: Any) -> None:
         return
     from opentelemetry.instrumentation.fastapi import FastAPIInstrumentor
 
-    FastAPIInstrumentor.instrument_app(app, tracer_provider=_state.provider)
+    # No span per ASGI message (an "http send" per response chunk), and none for probes and
+    # scrapes unless OTEL_PYTHON_FASTAPI_EXCLUDED_URLS says otherwise.
+    listed = any(f"OTEL_PYTHON_{k}EXCLUDED_URLS" in os.environ for k in ("", "FASTAPI_"))
+    FastAPIInstrumentor.instrument_app(
+        app, tracer_provider=_state.provider, exclude_spans=["receive", "send"],
+        excluded_urls=None if listed else _UNTRACED_URLS,
+    )  # fmt: skip
 
 
 def instrument_engines(engines: list[Any]) -> None:
@@ -201,6 +218,9 @@ def instrument_engines(engines: list[Any]) -> None:
     # The package declares SQLAlchemy < 2.1 and would silently do nothing with dhub's 2.1;
     # its event hooks work there (tests/integration/test_traces.py sees the statements).
     instrumentor.instrument(engines=syncs, tracer_provider=_state.provider, skip_dep_check=True)
+
+
+_UNTRACED_URLS = "/healthz$,/readyz$,/metrics$"
 
 
 def carried() -> dict[str, Any]:
@@ -397,9 +417,13 @@ class RunTrace:
             span.set_attribute("gen_ai.tool.call.result", _json(event.get("result")))
         span.end()
 
-    def close(self, status: str, error: dict[str, Any] | None = None) -> None:
+    def close(
+        self, status: str, error: dict[str, Any] | None = None, usage: dict[str, Any] | None = None
+    ) -> None:
         """End the execution's spans: the run ended (``status``), or it leaves this process
-        (``parked``, ``stopped``); spans still open (a node waiting) end with it."""
+        (``parked``, ``stopped``); spans still open (a node waiting) end with it. ``usage``:
+        the run's, so far (its tokens and cost go on the run's span)."""
+        _usage_attributes(self.span, usage or {})
         for span in self._tools.values():
             span.set_attribute("dhub.tool.outcome", "open")  # e.g. waiting for a person's yes
             span.end()
@@ -481,13 +505,20 @@ def _answered(
 ) -> None:
     usage = answer.usage or {}
     span.set_attribute("gen_ai.response.model", answer.response_model or request.model)
-    for name in ("input_tokens", "output_tokens"):
-        if isinstance(usage.get(name), int):
-            span.set_attribute(f"gen_ai.usage.{name}", usage[name])
+    _usage_attributes(span, usage)
     reason = _REASONS.get(answer.finish_reason or "", "") or _finish_reason(answer.value)
     span.set_attribute("gen_ai.response.finish_reasons", [reason])
     if capture:
         span.set_attribute("gen_ai.output.messages", _json([_output(answer.value, reason)]))
+
+
+def _usage_attributes(span: Span, usage: Mapping[str, Any]) -> None:
+    """Tokens as the GenAI conventions name them, and the cost dhub priced (USD)."""
+    for name in ("input_tokens", "output_tokens"):
+        if isinstance(usage.get(name), int):
+            span.set_attribute(f"gen_ai.usage.{name}", usage[name])
+    if isinstance(usage.get("cost_usd"), int | float):
+        span.set_attribute("dhub.cost_usd", float(usage["cost_usd"]))
 
 
 # dhub's stop reasons (providers/types.py) as the GenAI conventions name them
@@ -573,5 +604,5 @@ async def traced(run: RunTrace | None, work: Awaitable[RunResult]) -> RunResult:
     except Exception as exc:
         run.close("crashed", {"kind": type(exc).__name__, "message": str(exc)})
         raise
-    run.close(result.status, result.error)
+    run.close(result.status, result.error, result.state.usage)
     return result

@@ -99,6 +99,8 @@ class ProviderModel:
         counted["cost_usd"] = cost
         if note is not None:
             counted["cost_note"] = note
+        if cost is not None:
+            metrics.model_cost(request.model_provider, counted.get("model", request.model), cost)
         return counted
 
     async def close(self) -> None:
