@@ -209,6 +209,31 @@ def on_event(
     return None
 
 
+def pending_messages(
+    agents: dict[str, Any], frame: str, node_id: str, path: str, command_id: str
+) -> list[dict[str, Any]] | None:
+    """The messages of the loop's model call ``command_id`` while it is pending, from the
+    run's state: the transcript as it was when the call was made (nothing changes it until
+    the answer), or the summary request of a compaction. None when the state does not know
+    the call. The journal stores model calls without their messages (they would make a long
+    loop's stored calls grow with the square of its turns) and rebuilds them with this."""
+    data = agents.get(node_key(frame, node_id))
+    try:
+        for call_id in path.split("/") if path else ():
+            data = data["subs"][call_id] if data is not None else None
+    except (KeyError, TypeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    if data.get("asking") == command_id:
+        return list(data["messages"])
+    compacting = data.get("compacting") or {}
+    if compacting.get("command") == command_id:
+        turns = data["messages"][: compacting["count"]]
+        return compaction.summary_request(turns, data.get("summary"))
+    return None
+
+
 def _loop_at(walk: Walk, frame: str, node: AgentNode, top: dict[str, Any], path: str) -> Loop:
     data, config = top, node.config
     for call_id in path.split("/") if path else ():

@@ -308,7 +308,7 @@ class RunExecutor:
         if run is None:
             return None
         graph = await self._graphs(run.agent_id, run.agent_version, run.user_id)
-        commands = [journal.command_from(r.kind, r.payload) for r in rows]
+        commands = [journal.command_from(r.kind, r.payload, saved) for r in rows]
         return _Loaded(run, graph, saved, commands, letters)
 
     async def _resume(self, live: Live, run_id: str) -> RunResult | None:

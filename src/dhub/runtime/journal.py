@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from dhub.engine.react import pending_messages
 from dhub.engine.state import (
     AwaitConfirmation,
     AwaitInput,
@@ -43,24 +44,45 @@ def kind_of(command: Command) -> str | None:
 
 def command_payload(command: Command) -> dict[str, Any]:
     """The command's fields, to be stored as JSON (shallow: commands are frozen, and their
-    values are not changed after they are issued)."""
+    values are not changed after they are issued). A react loop's model call is stored
+    without its messages: they are the loop's transcript, which the run's state keeps, and
+    ``command_from`` takes them from there (each call storing its whole transcript made a
+    long loop's stored calls grow with the square of its turns)."""
     names = _FIELDS.get(type(command))
     if names is None:
         names = _FIELDS[type(command)] = tuple(f.name for f in dataclasses.fields(command))
-    return {name: getattr(command, name) for name in names}
+    payload = {name: getattr(command, name) for name in names}
+    if isinstance(command, CallChat):
+        payload["messages"] = FROM_STATE
+    return payload
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+FROM_STATE = "$state"  # a model call's messages: the loop's transcript in the run's state
 
 
-def command_from(kind: str, payload: dict[str, Any]) -> Command:
+def command_from(
+    kind: str, payload: dict[str, Any], state: dict[str, Any] | None = None
+) -> Command:
+    """The command a stored row holds; ``state``: the run's saved state (its ``agents``
+    give a model call's messages back)."""
     cls = KINDS[kind]
     values = {
         key: tuple(value) if key in _TUPLES and isinstance(value, list) else value
         for key, value in payload.items()
     }
+    if cls is CallChat and values.get("messages") == FROM_STATE:
+        messages = pending_messages(
+            (state or {}).get("agents") or {}, str(values.get("frame", "")),
+            str(values["node_id"]), str(values.get("path", "")), str(values["command_id"]),
+        )  # fmt: skip
+        if messages is None:
+            raise ValueError(f"model call {values['command_id']}: its loop is not in the state")
+        values["messages"] = messages
     command: Command = cls(**values)
     return command
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def due_at(command: Command) -> float | None:
