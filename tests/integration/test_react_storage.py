@@ -20,7 +20,7 @@ from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import Live, ModelAnswer, RealClock
 from dhub.store import agents
 from dhub.store.db import Database
-from dhub.store.tables import run_commands
+from dhub.store.tables import run_commands, run_events, run_steps
 from tests.integration.test_durable_runs import new_run, until
 from tests.integration.test_runs_store import agent_row
 
@@ -86,13 +86,16 @@ def executor(db: Database, model: Looking, owner: str, lease: float = 30) -> Run
     return RunExecutor(db, graphs, lambda _: Instant(), model, RealClock(), owner, lease)
 
 
-async def stored_bytes(db: Database, run_id: str) -> int:
-    """The size of the run's stored commands (their JSON payloads)."""
-    size = func.sum(func.length(run_commands.c.payload.cast(Text)))
-    async with db.read() as conn:
-        found = await conn.execute(select(size).where(run_commands.c.run_id == run_id))
-    [(total,)] = list(found)
-    return int(total)
+async def stored_bytes(db: Database, run_id: str) -> dict[str, int]:
+    """The size of what the run stored: its commands, step patches and events (JSON)."""
+    sizes = {}
+    for table, column in ((run_commands, "payload"), (run_steps, "patch"), (run_events, "data")):
+        size = func.sum(func.length(table.c[column].cast(Text)))
+        async with db.read() as conn:
+            found = await conn.execute(select(size).where(table.c.run_id == run_id))
+        [(total,)] = list(found)
+        sizes[table.name] = int(total)
+    return sizes
 
 
 async def test_a_loop_stores_its_model_calls_in_linear_space(db: Database) -> None:
@@ -107,7 +110,8 @@ async def test_a_loop_stores_its_model_calls_in_linear_space(db: Database) -> No
         assert f"Looked {turns} orders up." in str(result.outputs)
         sizes[turns] = await stored_bytes(db, run.id)
     # 5 times the turns: about 5 times the bytes (the square would be about 25 times).
-    assert sizes[50] / sizes[10] < 6, sizes
+    for table in ("run_commands", "run_steps", "run_events"):
+        assert sizes[50][table] / sizes[10][table] < 6, (table, sizes)
 
 
 async def test_a_model_call_in_flight_is_made_again_with_the_same_messages(db: Database) -> None:
