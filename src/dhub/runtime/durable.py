@@ -91,6 +91,7 @@ class RunExecutor:
         timer_poll: float = 1.0,
         handoff: Handoff | None = None,
         knowledge: KnowledgeFor | None = None,
+        after_write: AfterWrite | None = None,
     ) -> None:
         self.db = db
         self._knowledge = knowledge
@@ -103,7 +104,9 @@ class RunExecutor:
         self.park_after = park_after
         self.timer_poll = timer_poll
         self.handoff = handoff
-        self.committer = GroupCommitter(db, handoff.after_write if handoff else None)
+        # More work in each step commit's transaction: a distributed worker's handoff, or
+        # ``after_write`` (an embedded server on PostgreSQL tells the others' streams).
+        self.committer = GroupCommitter(db, handoff.after_write if handoff else after_write)
         self._live: dict[str, Live] = {}
         self._listeners: list[Callable[[str], None]] = []
         self._chores: list[asyncio.Task[None]] = []

@@ -15,14 +15,14 @@ import io
 import logging
 import os
 import socket
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from dhub.domain.ids import new_id
 from dhub.observability import traces
 from dhub.providers.registry import Providers
-from dhub.runtime.dispatch import STEPS_CHANNEL, Dispatch, InProcess, Queued
+from dhub.runtime.dispatch import STEPS_CHANNEL, Dispatch, InProcess, Queued, notify
 from dhub.runtime.durable import RunExecutor
 from dhub.runtime.model import ProviderModel
 from dhub.runtime.notify import Handler, Listener
@@ -37,7 +37,8 @@ from dhub.services.mcp_client import McpClients
 from dhub.services.runs import Graphs
 from dhub.services.secret_vault import SecretVault
 from dhub.settings import Settings, secure_data_dir
-from dhub.store.db import Database
+from dhub.store.db import Conn, Database
+from dhub.store.step_batch import StepWrite
 
 log = logging.getLogger("dhub.sandbox")
 stop_log = logging.getLogger("dhub.runtime")
@@ -90,6 +91,11 @@ class Runtime:
         resumed (embedded). Then the scheduler, if set, starts its loop."""
         resumed: list[str] = []
         if self.queue is None:
+            if hub is not None and not self.db.is_sqlite:
+                # Other embedded servers on this database may execute the runs this one's
+                # streams follow: their step commits NOTIFY (``announce_steps``).
+                self.listener = Listener(self.db.url, {STEPS_CHANNEL: _steps(hub)})
+                self.listener.start()
             resumed = await self.executor.recover()
         else:
             await self.queue.open()
@@ -161,6 +167,12 @@ def stop_watch(seconds: float = STOP_SECONDS) -> asyncio.Task[None]:
     return asyncio.ensure_future(report())
 
 
+async def announce_steps(conn: Conn, writes: Sequence[StepWrite]) -> None:
+    """An embedded server on PostgreSQL: each step commit NOTIFYs the runs it saved, so
+    another server's event streams of them wake at once (not at their keep-alive)."""
+    await notify(conn, STEPS_CHANNEL, [w.rows.run_id for w in writes])
+
+
 def _steps(hub: _Hub) -> Handler:
     def steps(run_id: str | None) -> None:
         if run_id is not None:
@@ -220,6 +232,7 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
         lease_seconds=settings.run_lease_seconds,
         handoff=handoff(db, queue) if queue is not None else None,
         knowledge=lambda user_id, run_id: KnowledgeCalls(db, user_id, run_id, mcp),
+        after_write=None if db.is_sqlite else announce_steps,
     )
     if queue is None:
         return Runtime(
