@@ -1,35 +1,38 @@
+// Tables (docs/tables.md): the list, a new one (TableNew), and one table: its columns, its
+// first rows, a query form (TableQuery), its sharing and versions; Delete for those allowed.
+
+import { useState } from 'react'
 import { api } from '../api'
 import { ErrorBox, Loading, PageHeader } from '../components/bits'
+import { DeleteButton, Flashed, SharingAndVersions } from '../components/ResourceSections'
+import { takeFlash } from '../flash'
 import { everything } from '../folders'
+import type { Owned } from '../resource'
 import { href } from '../router'
-import type { Page, Placed } from '../types'
+import { can, useScopeOn } from '../scope'
+import type { Page } from '../types'
 import { useAsync } from '../util'
 import { MarkingBadges } from './Folders'
+import { NewTable } from './TableNew'
+import { QueryForm, cell } from './TableQuery'
+import type { Column } from './TableQuery'
 
-/** A table resource (docs/tables.md): its envelope and typed columns. */
-interface Column {
-  name: string
-  type: string
-  nullable?: boolean
-  description?: string
-}
-interface TableDoc extends Placed {
+/** A table resource: its envelope and typed columns. */
+interface TableDoc extends Owned {
   columns: Column[]
 }
 type Row = Record<string, unknown>
 
-function cell(value: unknown): string {
-  if (value === null || value === undefined) return ''
-  if (typeof value === 'object') return JSON.stringify(value)
-  return String(value)
-}
-
 /** Every table the caller can see. */
 function TableList() {
   const tables = useAsync((s) => everything('/tables', s) as Promise<TableDoc[]>, [])
+  const [flashed] = useState(() => takeFlash('/tables'))
   return (
     <section aria-labelledby="page-title">
-      <PageHeader title={<span id="page-title">Tables</span>} sub="Typed rows that agents can describe, query and read with SQL. Import one with dhub tables import FILE." />
+      <PageHeader title={<span id="page-title">Tables</span>} sub="Typed rows that agents can describe, query and read with SQL.">
+        <a className="button primary" href={href('/tables/new')}>New table</a>
+      </PageHeader>
+      <Flashed text={flashed} />
       <ErrorBox error={tables.error} />
       {!tables.data ? (
         <Loading what="tables" />
@@ -60,10 +63,16 @@ function TableView({ tableId }: { tableId: string }) {
   const path = `/tables/${encodeURIComponent(tableId)}`
   const table = useAsync((s) => api.get<TableDoc>(path, s), [path])
   const rows = useAsync((s) => api.get<Page<Row>>(`${path}/rows?limit=50`, s), [path])
+  const [flashed] = useState(() => takeFlash(tableId))
   const t = table.data
+  const scope = useScopeOn(path, t)
   return (
     <section aria-labelledby="page-title">
-      <PageHeader title={<span id="page-title">{t ? t.alias || t.name : 'Table'}</span>} sub={t?.description} />
+      <PageHeader title={<span id="page-title">{t ? t.alias || t.name : 'Table'}</span>} sub={t?.description}>
+        <a className="button" href={href('/tables')}>All tables</a>
+        {t && can(scope, 'share') && <DeleteButton path={path} resource={t} noun="table" listPath="/tables" consequence="Its rows are deleted with it." />}
+      </PageHeader>
+      <Flashed text={flashed} />
       <ErrorBox error={table.error} title="This table cannot be shown" />
       {t && (
         <>
@@ -111,9 +120,12 @@ function TableView({ tableId }: { tableId: string }) {
                   ))}
                 </tbody>
               </table>
-              {rows.data.next_cursor && <p className="muted small">The first 50 rows; query the rest with the API or dhub tables query.</p>}
+              {rows.data.next_cursor && <p className="muted small">The first 50 rows; query the rest below.</p>}
             </div>
           )}
+          <h2>Query</h2>
+          <QueryForm tableId={t.id} columns={t.columns} />
+          <SharingAndVersions path={path} resource={t} noun="table" onChanged={table.reload} />
         </>
       )}
     </section>
@@ -121,5 +133,6 @@ function TableView({ tableId }: { tableId: string }) {
 }
 
 export function TablesPage({ tableId }: { tableId: string | null }) {
+  if (tableId === 'new') return <NewTable />
   return tableId ? <TableView key={tableId} tableId={tableId} /> : <TableList />
 }
