@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import playwright.sync_api as playwright_api
 import pytest
 
@@ -145,3 +146,58 @@ def test_import_share_edit_and_delete_a_table(
     expect(page.locator("[data-testid=table-row][data-name=visits]")).to_have_count(0)
     gone = api(server, "GET", "/tables")["data"]
     assert table_id not in [t["id"] for t in gone]
+
+
+def test_a_table_from_columns_then_rows_appended_from_a_file(
+    server: Server, page: Page, tmp_path: Path
+) -> None:
+    expect = playwright_api.expect
+    sign_in(page, server)
+    page.goto(f"{server.url}/#/tables/new")
+    page.get_by_label("Columns").check()
+    page.get_by_label("Name", exact=True).fill("stock")
+    page.get_by_label("Column 1: name").fill("sku")
+    page.get_by_role("button", name="Add a column").click()
+    page.get_by_label("Column 2: name").fill("_count")
+    page.get_by_label("Column 2: type").select_option("integer")
+    page.get_by_role("button", name="Create").click()
+    # The server's refusal is beside the column it names.
+    expect(page.get_by_test_id("error-column-1-name")).to_be_visible()
+    page.get_by_label("Column 2: name").fill("count")
+    page.get_by_role("button", name="Create").click()
+
+    expect(page.get_by_test_id("flash")).to_have_text("Created the table stock.")
+    expect(page.get_by_test_id("table-columns")).to_contain_text("count")
+    expect(page.get_by_text("No rows yet.")).to_be_visible()
+    rows = tmp_path / "stock.jsonl"
+    rows.write_text('{"sku": "A1", "count": 3}\n{"sku": "B2", "count": 0}\n')
+    page.get_by_label("Rows file").set_input_files(rows)
+    page.get_by_role("button", name="Append").click()
+    expect(page.get_by_test_id("append-result")).to_have_text("Appended 2 rows from stock.jsonl.")
+    expect(page.get_by_test_id("table-rows").locator("tbody tr")).to_have_count(2)
+
+
+def test_a_viewer_may_query_but_not_change_or_delete(server: Server, page: Page) -> None:
+    expect = playwright_api.expect
+    user = api(server, "POST", "/users", json={"name": "cyd", "display_name": "Cyd"})
+    token = api(server, "POST", f"/users/{user['id']}/tokens", json={"name": "console"})["token"]
+    made = httpx.post(
+        f"{server.url}/api/v1/tables/import?name=readings&format=csv",
+        content=CSV, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30,
+    )  # fmt: skip
+    assert made.status_code == 201, made.text
+    table_id = made.json()["table"]["id"]
+    grant = {"principal_id": user["id"], "scope": "viewer"}
+    api(server, "POST", f"/tables/{table_id}/grants", json=grant)
+
+    page.goto(f"{server.url}/")
+    page.get_by_label("API token").fill(token)
+    page.get_by_role("button", name="Sign in").click()
+    page.goto(f"{server.url}/#/tables/{table_id}")
+    expect(page.get_by_test_id("table-rows").locator("tbody tr")).to_have_count(3)
+    expect(page.get_by_test_id("sharing")).to_contain_text("you can look")
+    expect(page.get_by_role("button", name="Delete")).to_have_count(0)
+    expect(page.get_by_test_id("table-append")).to_have_count(0)
+    expect(page.get_by_role("button", name="Grant", exact=True)).to_have_count(0)
+    page.get_by_test_id("query-form").get_by_role("button", name="Run the query").click()
+    expect(page.get_by_test_id("query-row")).to_have_count(3)

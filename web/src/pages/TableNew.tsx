@@ -153,3 +153,43 @@ export function NewTable() {
     </section>
   )
 }
+
+/** More rows from a file, matched to the table's columns by name (POST /tables/{id}/import);
+ * `onDone` loads the rows again. */
+export function AppendFile({ tableId, onDone }: { tableId: string; onDone: () => void }) {
+  const [file, setFile] = useState<File | null>(null)
+  const [error, setError] = useState<unknown>(null)
+  const [done, setDone] = useState<string | null>(null)
+  const [busy, setBusy] = useState(false)
+  const run = async () => {
+    const fmt = file ? formatOf(file.name) : ''
+    if (!file || !fmt) {
+      setError(new Error('Choose a .csv, .jsonl or .parquet file.'))
+      return
+    }
+    setBusy(true)
+    setError(null)
+    setDone(null)
+    try {
+      const answer = await upload<{ inserted: number }>(`/tables/${encodeURIComponent(tableId)}/import${query({ format: fmt })}`, file, FORMATS[fmt])
+      setDone(`Appended ${answer.inserted} rows from ${file.name}.`)
+      onDone()
+    } catch (exc) {
+      setError(exc)
+    } finally {
+      setBusy(false)
+    }
+  }
+  return (
+    <form className="card form" aria-label="Append rows from a file" data-testid="table-append" onSubmit={(e) => { e.preventDefault(); void run() }}>
+      <div className="field">
+        <label htmlFor="table-append-file">Rows file</label>
+        <input id="table-append-file" type="file" accept=".csv,.jsonl,.ndjson,.parquet" onChange={(e) => setFile(e.target.files?.[0] ?? null)} />
+        <p className="hint">CSV, JSON Lines or Parquet; its columns are matched to the table&apos;s by name. All or nothing.</p>
+      </div>
+      <div aria-live="polite">{done && <p className="success" role="status" data-testid="append-result">{done}</p>}</div>
+      <ErrorBox error={error} title="Nothing appended" />
+      <button type="submit" disabled={busy}>{busy ? 'Appending…' : 'Append'}</button>
+    </form>
+  )
+}

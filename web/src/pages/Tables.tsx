@@ -13,7 +13,7 @@ import { can, useScopeOn } from '../scope'
 import type { Page } from '../types'
 import { useAsync } from '../util'
 import { MarkingBadges } from './Folders'
-import { NewTable } from './TableNew'
+import { AppendFile, NewTable } from './TableNew'
 import { QueryForm, cell } from './TableQuery'
 import type { Column } from './TableQuery'
 
@@ -122,6 +122,12 @@ function TableView({ tableId }: { tableId: string }) {
               </table>
               {rows.data.next_cursor && <p className="muted small">The first 50 rows; query the rest below.</p>}
             </div>
+          )}
+          {can(scope, 'edit') && (
+            <>
+              <h2>Append rows</h2>
+              <AppendFile tableId={t.id} onDone={rows.reload} />
+            </>
           )}
           <h2>Query</h2>
           <QueryForm tableId={t.id} columns={t.columns} />
