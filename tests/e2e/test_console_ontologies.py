@@ -1,9 +1,9 @@
 """The console's Ontologies pages in headless Chromium against a real `dhub serve`: the example
 ontology (the server loads it, with its data, with the examples) in the list, its object types,
 a search by type and text, a filter, and an object's links followed by clicking; a new one from
-YAML (the server's error on the YAML's line), objects and links imported from a JSON file, and
-deleted after a confirmation. Needs what tests/e2e/test_console.py needs (Debian's chromium,
-playwright, `make web`)."""
+YAML (the server's error on the YAML's line), objects and links imported from a JSON file, its
+document edited (a new version listed), and deleted after a confirmation. Needs what
+tests/e2e/test_console.py needs (Debian's chromium, playwright, `make web`)."""
 
 from __future__ import annotations
 
@@ -127,6 +127,24 @@ def test_create_import_and_delete_an_ontology(
     links = page.locator("[data-testid=object-links][data-link=works_on]")
     expect(links).to_contain_text("ENGINE")
     page.screenshot(path=shots / "ontology-new-1280.png", full_page=True)
+
+    # Edit the document: a new optional property is a new version.
+    page.get_by_role("link", name="Edit").click()
+    editor = page.get_by_label("Ontology document (YAML or JSON)")
+    expect(editor).to_contain_text("name: works_on")
+    lines = editor.input_value().split("\n")
+    at = next(i for i, line in enumerate(lines) if line.strip() == "type: number")
+    indent = lines[at][: len(lines[at]) - len(lines[at].lstrip())]
+    lines[at + 1 : at + 1] = [f"{indent[:-2]}- name: team", f"{indent}type: string"]
+    editor.fill("\n".join(lines))
+    page.get_by_role("button", name="Save").click()
+    expect(page.get_by_test_id("flash")).to_have_text("Saved, version 2.")
+    expect(page.locator("[data-testid=object-type][data-name=project]")).to_contain_text(
+        "team: string"
+    )
+    versions = page.get_by_test_id("version")
+    expect(versions).to_have_count(2)
+    expect(versions.nth(0)).to_contain_text("Version 2")
 
     page.once("dialog", lambda d: d.accept())
     page.get_by_role("button", name="Delete").click()

@@ -72,7 +72,7 @@ def test_a_grouped_query(server: Server, page: Page, shots: Path) -> None:
     expect(rows).to_have_count(4)
     expect(rows.nth(0)).to_have_text("north282")
     expect(rows.nth(3)).to_have_text("east198")
-    snap(page, shots, "tables-query", phone=False)
+    snap(page, shots, "tables-query")
 
 
 def test_a_bad_filter_shows_the_servers_error_beside_the_field(server: Server, page: Page) -> None:
@@ -134,7 +134,7 @@ def test_import_share_edit_and_delete_a_table(
     expect(versions).to_have_count(2)
     expect(versions.nth(0)).to_contain_text("Version 2")
     expect(versions.nth(0)).to_contain_text("by user.admin")
-    snap(page, shots, "tables-imported", phone=False)
+    snap(page, shots, "tables-imported")
 
     # Delete asks first: saying no keeps it; yes deletes it and says so on the list.
     page.once("dialog", lambda d: d.dismiss())

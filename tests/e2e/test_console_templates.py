@@ -141,7 +141,7 @@ def test_create_edit_and_delete_a_template(server: Server, page: Page, shots: Pa
     page.get_by_test_id("field-who").fill("Ada")
     page.get_by_role("button", name="Render", exact=True).click()
     expect(page.get_by_test_id("rendered-text")).to_have_text("Thank you, Ada.\n-- The team")
-    snap(page, shots, "template-edited", phone=False)
+    snap(page, shots, "template-edited")
 
     page.once("dialog", lambda d: d.accept())
     page.get_by_role("button", name="Delete").click()

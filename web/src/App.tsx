@@ -50,7 +50,7 @@ function page(route: Route) {
     case 'tables':
       return <TablesPage key={id ?? ''} tableId={id ?? null} />
     case 'ontologies':
-      return <OntologiesPage key={id ?? ''} ontologyId={id ?? null} />
+      return <OntologiesPage key={`${id ?? ''}/${sub ?? ''}`} ontologyId={id ?? null} sub={sub ?? null} />
     case 'templates':
       return <TemplatesPage key={`${id ?? ''}/${sub ?? ''}`} templateId={id ?? null} sub={sub ?? null} />
     case 'mcp-servers':

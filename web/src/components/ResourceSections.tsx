@@ -14,7 +14,7 @@ export function SharingAndVersions({ path, resource, noun, onChanged }: { path: 
   return (
     <>
       <h2 id="sharing-title">Sharing</h2>
-      <SharingPanel path={path} resource={resource} noun={noun} onChanged={onChanged} />
+      <SharingPanel path={path} resource={resource} noun={noun} onChanged={onChanged} embedded />
       <h2 id="versions-title">Versions</h2>
       <VersionList path={path} current={resource.version} />
     </>

@@ -27,9 +27,12 @@ interface Props {
   noun: string
   /** Called after a change, to load the resource again (owners and markings are on it). */
   onChanged: () => void
+  /** Under a page's own "Sharing" heading: the cards' titles are one level down. */
+  embedded?: boolean
 }
 
-export function SharingPanel({ path, resource: a, noun, onChanged }: Props) {
+export function SharingPanel({ path, resource: a, noun, onChanged, embedded = false }: Props) {
+  const H = embedded ? 'h3' : 'h2'
   const { me } = useSession()
   const grants = useAsync((s) => api.get<{ data: Grant[] }>(`${path}/grants`, s), [path])
   const principals = useAsync(async (s) => {
@@ -79,7 +82,7 @@ export function SharingPanel({ path, resource: a, noun, onChanged }: Props) {
 
       <div className="sharing-grid">
         <section className="card" aria-labelledby="owners-title">
-          <h2 id="owners-title">Owners</h2>
+          <H id="owners-title">Owners</H>
           <ul className="plain" data-testid="owners">
             {a.owners.map((o) => (
               <li key={o.id} className="row spread">
@@ -109,7 +112,7 @@ export function SharingPanel({ path, resource: a, noun, onChanged }: Props) {
         </section>
 
         <section className="card" aria-labelledby="grants-title">
-          <h2 id="grants-title">Grants</h2>
+          <H id="grants-title">Grants</H>
           <ErrorBox error={grants.error} />
           {grants.data?.data.length === 0 && <p className="muted">Not shared with anyone else.</p>}
           <ul className="plain" data-testid="grants">
@@ -157,7 +160,7 @@ export function SharingPanel({ path, resource: a, noun, onChanged }: Props) {
         </section>
 
         <section className="card" aria-labelledby="markings-title">
-          <h2 id="markings-title">Markings</h2>
+          <H id="markings-title">Markings</H>
           <p className="muted small">Only those who hold every marking of the {noun} can see it at all.</p>
           {a.markings.length === 0 && <p className="muted">No markings.</p>}
           <ul className="plain" data-testid="markings">

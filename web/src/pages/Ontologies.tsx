@@ -14,7 +14,7 @@ import { can, useScopeOn } from '../scope'
 import type { Page } from '../types'
 import { useAsync } from '../util'
 import { MarkingBadges } from './Folders'
-import { ImportData, NewOntology } from './OntologyForms'
+import { ImportData, NewOntology, OntologyEditor } from './OntologyForms'
 
 interface Property { name: string; type: string; required?: boolean; description?: string }
 interface ObjectType { name: string; description?: string; properties: Property[]; primary_key: string; title_property?: string | null }
@@ -24,8 +24,9 @@ interface OntologyObject { type: string; key: string; title: string; properties:
 
 const base = (id: string) => `/ontologies/${encodeURIComponent(id)}`
 
-export function OntologiesPage({ ontologyId }: { ontologyId: string | null }) {
+export function OntologiesPage({ ontologyId, sub }: { ontologyId: string | null; sub?: string | null }) {
   if (ontologyId === 'new') return <NewOntology />
+  if (ontologyId && sub === 'edit') return <OntologyEditor ontologyId={ontologyId} />
   return ontologyId ? <OntologyDetail key={ontologyId} ontologyId={ontologyId} /> : <OntologyList />
 }
 
@@ -91,6 +92,7 @@ function OntologyDetail({ ontologyId }: { ontologyId: string }) {
     <section aria-labelledby="page-title">
       <PageHeader title={<span id="page-title">{o.alias || o.name}</span>} sub={o.description}>
         <a className="button" href={href('/ontologies')}>All ontologies</a>
+        {can(scope, 'edit') && <a className="button" href={href(`/ontologies/${o.id}/edit`)}>Edit</a>}
         {can(scope, 'share') && <DeleteButton path={base(o.id)} resource={o} noun="ontology" listPath="/ontologies" consequence="Its objects and links are deleted with it." />}
       </PageHeader>
       <Flashed text={flashed} />

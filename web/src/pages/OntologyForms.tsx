@@ -1,20 +1,21 @@
 // Ontologies written in the console (docs/ontologies.md): a new one from its document in YAML
-// or JSON (object types, link types), typed or loaded from a file, and an import of objects
+// or JSON (object types, link types), typed or loaded from a file, or an edit of its document, and an import of objects
 // and links into one from a JSON or JSON Lines file (POST /ontologies/{id}/import, all or
 // nothing). A document in the form of examples/knowledge/support_ontology.json, {ontology,
 // data}, is created and then its data imported.
 
 import { useMemo, useState } from 'react'
-import { ApiError, api, upload } from '../api'
+import { stringify as toYaml } from 'yaml'
+import { ApiError, api, documentOf, replacementPatch, upload } from '../api'
 import { CodeEditor } from '../components/CodeEditor'
 import type { Mark } from '../components/CodeEditor'
-import { ErrorBox, PageHeader } from '../components/bits'
+import { ErrorBox, Loading, PageHeader } from '../components/bits'
 import { flash } from '../flash'
 import { locate, parseText } from '../pointer'
 import type { Owned } from '../resource'
 import { href, navigate, releaseLeaveGuard, useLeaveGuard } from '../router'
-import type { ErrorItem } from '../types'
-import { plural } from '../util'
+import type { Agent, ErrorItem } from '../types'
+import { plural, useAsync } from '../util'
 
 interface ImportResult { objects: Record<string, number>; links: Record<string, number> }
 
@@ -49,27 +50,49 @@ export function importSummary(result: ImportResult): string {
   return parts.length ? parts.join(', ') : 'nothing new'
 }
 
+type Doc = Record<string, unknown>
+
+/** A stored ontology's document as YAML: without what the server owns, nor empty fields. */
+function yamlOf(stored: Owned & Doc): string {
+  const doc = Object.fromEntries(Object.entries(documentOf(stored as unknown as Agent)).filter(([, v]) => v !== null))
+  return toYaml(doc, { lineWidth: 0 })
+}
+
+/** An ontology's document to edit (`#/ontologies/{id}/edit`). */
+export function OntologyEditor({ ontologyId }: { ontologyId: string }) {
+  const stored = useAsync((s) => api.get<Owned & Doc>(`/ontologies/${encodeURIComponent(ontologyId)}`, s), [ontologyId])
+  if (stored.error) return <ErrorBox error={stored.error} title="This ontology cannot be edited" />
+  if (!stored.data) return <Loading what="the ontology" />
+  return <OntologyDocument stored={stored.data} />
+}
+
 export function NewOntology() {
-  const [text, setText] = useState('')
+  return <OntologyDocument stored={null} />
+}
+
+function OntologyDocument({ stored }: { stored: (Owned & Doc) | null }) {
+  const initial = useMemo(() => (stored ? yamlOf(stored) : ''), [stored])
+  const [text, setText] = useState(initial)
   const [errors, setErrors] = useState<ErrorItem[]>([])
   const [problem, setProblem] = useState<unknown>(null)
   const [busy, setBusy] = useState(false)
   // Where the ontology's pointers start in the text: /ontology when it is {ontology, data}.
   const [prefix, setPrefix] = useState('')
-  useLeaveGuard(text.trim() && !busy ? 'Leave? The ontology is not created yet.' : null)
+  const dirty = text.trim() !== initial.trim()
+  useLeaveGuard(dirty && !busy ? (stored ? 'Leave the editor? Your changes to this ontology are not saved.' : 'Leave? The ontology is not created yet.') : null)
 
   const load = async (file: File | undefined) => {
     if (file) setText(await file.text())
   }
 
-  const create = async () => {
+  const submit = async () => {
     const parsed = parseText(text, text.trimStart().startsWith('{') ? 'json' : 'yaml')
     if (parsed.error || !isObject(parsed.value)) {
       setErrors([])
       setProblem(parsed.error?.message ?? 'The document must be a mapping of fields: name, object_types, link_types.')
       return
     }
-    const wrapped = isObject(parsed.value.ontology)
+    const wrapped = !stored && isObject(parsed.value.ontology)
     const doc = wrapped ? (parsed.value.ontology as Record<string, unknown>) : parsed.value
     const data = wrapped ? parsed.value.data : undefined
     setPrefix(wrapped ? '/ontology' : '')
@@ -78,6 +101,13 @@ export function NewOntology() {
     setErrors([])
     let made: Owned | null = null
     try {
+      if (stored) {
+        const saved = await api.patch<Owned>(`/ontologies/${stored.id}`, replacementPatch(stored, doc))
+        flash(saved.id, saved.version === stored.version ? 'No change to save.' : `Saved, version ${saved.version}.`)
+        releaseLeaveGuard()
+        navigate(`/ontologies/${saved.id}`)
+        return
+      }
       made = await api.post<Owned>('/ontologies', doc)
       let message = `Created the ontology ${made.name}.`
       if (data !== undefined) {
@@ -108,16 +138,26 @@ export function NewOntology() {
 
   return (
     <section aria-labelledby="page-title">
-      <PageHeader title={<span id="page-title">New ontology</span>} sub={<>Its object types (typed properties, a primary key) and link types, in YAML or JSON (docs/ontologies.md). <a href={href('/ontologies')}>All ontologies</a></>}>
-        <button type="button" onClick={() => setText(EXAMPLE)} disabled={busy}>Start from an example</button>
-        <button type="button" className="primary" onClick={() => void create()} disabled={busy || !text.trim()}>{busy ? 'Creating…' : 'Create'}</button>
+      <PageHeader
+        title={<span id="page-title">{stored ? `Edit: ${stored.alias || stored.name}` : 'New ontology'}</span>}
+        sub={<>Its object types (typed properties, a primary key) and link types, in YAML or JSON (docs/ontologies.md).{' '}
+          {stored ? <a href={href(`/ontologies/${stored.id}`)}>Back to the ontology</a> : <a href={href('/ontologies')}>All ontologies</a>}</>}
+      >
+        {!stored && <button type="button" onClick={() => setText(EXAMPLE)} disabled={busy}>Start from an example</button>}
+        <button type="button" className="primary" onClick={() => void submit()} disabled={busy || !text.trim()}>
+          {busy ? 'Saving…' : stored ? 'Save' : 'Create'}
+        </button>
       </PageHeader>
-      <div className="field">
-        <label htmlFor="ontology-file">Load a file</label>
-        <input id="ontology-file" type="file" accept=".yaml,.yml,.json" onChange={(e) => void load(e.target.files?.[0])} />
-        <p className="hint">A document, or {'{"ontology": …, "data": {"objects": […], "links": […]}}'} to import its data too.</p>
-      </div>
-      <div data-testid="ontology-problem"><ErrorBox error={problem} title="Not created" /></div>
+      {stored ? (
+        <p className="muted small">A change must fit the objects and links stored: the server says what it would break.</p>
+      ) : (
+        <div className="field">
+          <label htmlFor="ontology-file">Load a file</label>
+          <input id="ontology-file" type="file" accept=".yaml,.yml,.json" onChange={(e) => void load(e.target.files?.[0])} />
+          <p className="hint">A document, or {'{"ontology": …, "data": {"objects": […], "links": […]}}'} to import its data too.</p>
+        </div>
+      )}
+      <div data-testid="ontology-problem"><ErrorBox error={problem} title={stored ? 'Not saved' : 'Not created'} /></div>
       <CodeEditor id="ontology-document" value={text} onChange={setText} marks={marks} label="Ontology document (YAML or JSON)" />
     </section>
   )

@@ -7,6 +7,7 @@ import { useState } from 'react'
 import { api } from '../api'
 import { ErrorBox } from '../components/bits'
 import { placeErrors } from '../pointer'
+import { plural } from '../util'
 
 export interface Column { name: string; type: string; nullable?: boolean; description?: string }
 interface Condition { column: string; op: string; value: string }
@@ -54,6 +55,8 @@ export function QueryForm({ tableId, columns }: { tableId: string; columns: Colu
   // What the sort may name: a column, or (grouped) a result column such as sum_units.
   const outNames = aggregates.map((a) => (a.column ? `${a.op}_${a.column}` : a.op))
   const sortable = groupBy || aggregates.length ? [...(groupBy ? [groupBy] : []), ...outNames] : columns.map((c) => c.name)
+  // A sort on what the result no longer has (the grouping changed) is dropped, as shown.
+  const sortBy = sortable.includes(sort) ? sort : ''
 
   const document = (cursor: string | null): Record<string, unknown> => {
     const q: Record<string, unknown> = {}
@@ -68,7 +71,7 @@ export function QueryForm({ tableId, columns }: { tableId: string; columns: Colu
     }
     if (groupBy) q.group_by = [groupBy]
     if (aggregates.length) q.aggregates = aggregates.map((a) => (a.column ? { op: a.op, column: a.column } : { op: a.op }))
-    if (sort) q.sort = [{ column: sort, desc }]
+    if (sortBy) q.sort = [{ column: sortBy, desc }]
     const n = Number(limit)
     if (limit.trim()) q.limit = Number.isNaN(n) ? limit : n
     if (cursor) q.cursor = cursor
@@ -162,7 +165,7 @@ export function QueryForm({ tableId, columns }: { tableId: string; columns: Colu
         <div className="row wrap">
           <div className="field">
             <label htmlFor="query-sort">Sort by</label>
-            <select id="query-sort" value={sort} onChange={(e) => setSort(e.target.value)}>
+            <select id="query-sort" value={sortBy} onChange={(e) => setSort(e.target.value)}>
               <option value="">row order</option>
               {sortable.map((n) => <option key={n} value={n}>{n}</option>)}
             </select>
@@ -187,6 +190,7 @@ function ResultTable({ result, busy, onMore }: { result: Result; busy: boolean; 
   if (result.rows.length === 0) return <p className="muted" data-testid="query-result-empty">No rows match.</p>
   return (
     <div className="table-scroll">
+      <h3>Result <span className="muted small">({plural(result.rows.length, 'row')}{result.next_cursor ? ', more to load' : ''})</span></h3>
       <table className="table" data-testid="query-result">
         <thead>
           <tr>{result.columns.map((c) => <th key={c.name}>{c.name} <span className="muted small">{c.type}</span></th>)}</tr>

@@ -88,10 +88,10 @@ function TableView({ tableId }: { tableId: string }) {
             <tbody>
               {t.columns.map((c) => (
                 <tr key={c.name}>
-                  <td><code>{c.name}</code></td>
-                  <td>{c.type}</td>
-                  <td>{c.nullable === false ? 'yes' : ''}</td>
-                  <td>{c.description}</td>
+                  <td data-label="Name"><code>{c.name}</code></td>
+                  <td data-label="Type">{c.type}</td>
+                  <td data-label="Required">{c.nullable === false ? 'yes' : ''}</td>
+                  <td data-label="Description">{c.description}</td>
                 </tr>
               ))}
             </tbody>
@@ -114,8 +114,8 @@ function TableView({ tableId }: { tableId: string }) {
                 <tbody>
                   {rows.data.data.map((r) => (
                     <tr key={String(r._row)}>
-                      <td className="muted">{cell(r._row)}</td>
-                      {t.columns.map((c) => <td key={c.name}>{cell(r[c.name])}</td>)}
+                      <td className="muted" data-label="#">{cell(r._row)}</td>
+                      {t.columns.map((c) => <td key={c.name} data-label={c.name}>{cell(r[c.name])}</td>)}
                     </tr>
                   ))}
                 </tbody>
