@@ -2,8 +2,9 @@
 example sales table (the server loads it with the examples) with its columns and first rows; a
 query grouped and summed, and a filter the server refuses with its message beside the field; a
 table imported from a CSV through the file input, shared with a user, its versions after an
-edit, and deleted after a confirmation. Needs what tests/e2e/test_console.py needs (Debian's
-chromium, playwright, `make web`)."""
+edit, moved into a folder, and deleted after a confirmation; a table from columns with rows
+appended from a file; what a viewer is not offered. Needs what tests/e2e/test_console.py
+needs (Debian's chromium, playwright, `make web`)."""
 
 from __future__ import annotations
 
@@ -135,6 +136,14 @@ def test_import_share_edit_and_delete_a_table(
     expect(versions.nth(0)).to_contain_text("Version 2")
     expect(versions.nth(0)).to_contain_text("by user.admin")
     snap(page, shots, "tables-imported")
+
+    # Moved into a folder (its grants and markings then reach the table too).
+    reports = api(server, "POST", "/folders", json={"name": "reports"})
+    page.reload()
+    folder = page.get_by_test_id("resource-folder")
+    folder.select_option(label="reports")
+    expect(folder).to_have_value(reports["id"])
+    assert api(server, "GET", f"/tables/{table_id}")["folder_id"] == reports["id"]
 
     # Delete asks first: saying no keeps it; yes deletes it and says so on the list.
     page.once("dialog", lambda d: d.dismiss())
