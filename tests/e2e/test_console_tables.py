@@ -13,6 +13,8 @@ from pathlib import Path
 
 import httpx
 import playwright.sync_api as playwright_api
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tests.e2e.browser import CHROMIUM, Page
@@ -184,6 +186,14 @@ def test_a_table_from_columns_then_rows_appended_from_a_file(
     page.get_by_role("button", name="Append").click()
     expect(page.get_by_test_id("append-result")).to_have_text("Appended 2 rows from stock.jsonl.")
     expect(page.get_by_test_id("table-rows").locator("tbody tr")).to_have_count(2)
+    # And a Parquet file (sent as application/vnd.apache.parquet).
+    parquet = tmp_path / "more.parquet"
+    pq.write_table(pa.table({"sku": ["C3"], "count": [9]}), parquet)
+    page.get_by_label("Rows file").set_input_files(parquet)
+    page.get_by_role("button", name="Append").click()
+    expect(page.get_by_test_id("append-result")).to_have_text("Appended 1 row from more.parquet.")
+    expect(page.get_by_test_id("table-rows").locator("tbody tr")).to_have_count(3)
+    expect(page.get_by_test_id("table-rows")).to_contain_text("C3")
 
 
 def test_a_viewer_may_query_but_not_change_or_delete(server: Server, page: Page) -> None:

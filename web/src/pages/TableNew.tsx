@@ -9,6 +9,7 @@ import { flash } from '../flash'
 import { placeErrors } from '../pointer'
 import type { Owned } from '../resource'
 import { href, navigate } from '../router'
+import { plural } from '../util'
 
 const TYPES = ['string', 'number', 'integer', 'boolean', 'date', 'datetime', 'json'] as const
 const FORMATS = { csv: 'text/csv', jsonl: 'application/x-ndjson', parquet: 'application/vnd.apache.parquet' } as const
@@ -67,7 +68,7 @@ export function NewTable() {
         const params = query({ name: name.trim(), description, format: fmt || undefined })
         const answer = await upload<{ table: Owned; inserted: number }>(`/tables/import${params}`, file, fmt ? FORMATS[fmt] : 'application/octet-stream')
         made = answer.table
-        flash(made.id, `Imported ${answer.inserted} rows from ${file.name}.`)
+        flash(made.id, `Imported ${plural(answer.inserted, 'row')} from ${file.name}.`)
       } else {
         const cols = columns.map((c) => ({ name: c.name.trim(), type: c.type, nullable: !c.required, description: c.description }))
         made = await api.post<Owned>('/tables', { name: name.trim(), description, columns: cols })
@@ -172,7 +173,7 @@ export function AppendFile({ tableId, onDone }: { tableId: string; onDone: () =>
     setDone(null)
     try {
       const answer = await upload<{ inserted: number }>(`/tables/${encodeURIComponent(tableId)}/import${query({ format: fmt })}`, file, FORMATS[fmt])
-      setDone(`Appended ${answer.inserted} rows from ${file.name}.`)
+      setDone(`Appended ${plural(answer.inserted, 'row')} from ${file.name}.`)
       onDone()
     } catch (exc) {
       setError(exc)
