@@ -3,8 +3,8 @@ example sales table (the server loads it with the examples) with its columns and
 query grouped and summed, and a filter the server refuses with its message beside the field; a
 table imported from a CSV through the file input, shared with a user, its versions after an
 edit, moved into a folder, and deleted after a confirmation; a table from columns with rows
-appended from a file; what a viewer is not offered. Needs what tests/e2e/test_console.py
-needs (Debian's chromium, playwright, `make web`)."""
+appended from a file and a column added; what a viewer is not offered. Needs what
+tests/e2e/test_console.py needs (Debian's chromium, playwright, `make web`)."""
 
 from __future__ import annotations
 
@@ -194,6 +194,20 @@ def test_a_table_from_columns_then_rows_appended_from_a_file(
     expect(page.get_by_test_id("append-result")).to_have_text("Appended 1 row from more.parquet.")
     expect(page.get_by_test_id("table-rows").locator("tbody tr")).to_have_count(3)
     expect(page.get_by_test_id("table-rows")).to_contain_text("C3")
+
+    # A new column: required is refused while there are rows (beside it); optional, it is added.
+    page.get_by_role("button", name="Edit columns").click()
+    page.get_by_role("button", name="Add a column").click()
+    page.get_by_label("Column 3: name").fill("price")
+    page.get_by_label("Column 3: type").select_option("number")
+    page.get_by_label("Column 3: required").check()
+    page.get_by_role("button", name="Save columns").click()
+    expect(page.locator("[data-testid^=error-column-2-]")).to_be_visible()
+    page.get_by_label("Column 3: required").uncheck()
+    page.get_by_role("button", name="Save columns").click()
+    expect(page.get_by_test_id("flash")).to_have_text("Saved, version 2.")
+    expect(page.get_by_test_id("table-columns")).to_contain_text("price")
+    expect(page.get_by_test_id("version")).to_have_count(2)
 
 
 def test_a_viewer_may_query_but_not_change_or_delete(server: Server, page: Page) -> None:

@@ -5,17 +5,17 @@
 import { useState } from 'react'
 import { api, query, upload } from '../api'
 import { ErrorBox, PageHeader } from '../components/bits'
+import { ColumnsEditor, columnsOf } from '../components/ColumnsEditor'
+import type { ColumnRow } from '../components/ColumnsEditor'
 import { flash } from '../flash'
 import { placeErrors } from '../pointer'
 import type { Owned } from '../resource'
 import { href, navigate } from '../router'
 import { plural } from '../util'
 
-const TYPES = ['string', 'number', 'integer', 'boolean', 'date', 'datetime', 'json'] as const
 const FORMATS = { csv: 'text/csv', jsonl: 'application/x-ndjson', parquet: 'application/vnd.apache.parquet' } as const
 type Format = keyof typeof FORMATS
 
-interface ColumnRow { name: string; type: (typeof TYPES)[number]; required: boolean; description: string }
 
 /** The format a file's name says (.csv, .jsonl or .ndjson, .parquet), if any. */
 function formatOf(name: string): Format | '' {
@@ -70,8 +70,7 @@ export function NewTable() {
         made = answer.table
         flash(made.id, `Imported ${plural(answer.inserted, 'row')} from ${file.name}.`)
       } else {
-        const cols = columns.map((c) => ({ name: c.name.trim(), type: c.type, nullable: !c.required, description: c.description }))
-        made = await api.post<Owned>('/tables', { name: name.trim(), description, columns: cols })
+        made = await api.post<Owned>('/tables', { name: name.trim(), description, columns: columnsOf(columns) })
         flash(made.id, `Created the table ${made.name}.`)
       }
       navigate(`/tables/${made.id}`)
@@ -80,8 +79,6 @@ export function NewTable() {
       setBusy(false)
     }
   }
-
-  const change = (i: number, patch: Partial<ColumnRow>) => setColumns((cs) => cs.map((c, j) => (j === i ? { ...c, ...patch } : c)))
 
   return (
     <section aria-labelledby="page-title">
@@ -127,26 +124,7 @@ export function NewTable() {
             </div>
           </>
         ) : (
-          <fieldset className="field" data-testid="table-columns-form">
-            <legend>Columns</legend>
-            {columns.map((c, i) => (
-              <div key={i} data-testid="column-row">
-                <div className="row wrap controls-row">
-                  <input aria-label={`Column ${i + 1}: name`} value={c.name} onChange={(e) => change(i, { name: e.target.value })} placeholder="name"
-                    aria-invalid={errors[`column-${i}-name`] ? true : undefined} />
-                  <select aria-label={`Column ${i + 1}: type`} value={c.type} onChange={(e) => change(i, { type: e.target.value as ColumnRow['type'] })}>
-                    {TYPES.map((t) => <option key={t} value={t}>{t}</option>)}
-                  </select>
-                  <label className="choice inline"><input type="checkbox" checked={c.required} onChange={(e) => change(i, { required: e.target.checked })} /> <span>required</span></label>
-                  <input aria-label={`Column ${i + 1}: description`} className="grow" value={c.description} onChange={(e) => change(i, { description: e.target.value })} placeholder="description" />
-                  <button type="button" className="link-button" onClick={() => setColumns((cs) => cs.filter((_, j) => j !== i))}>Remove</button>
-                </div>
-                {['name', 'type', 'nullable', 'description'].map((f) => <FieldError key={f} id={`column-${i}-${f}`} text={errors[`column-${i}-${f}`]} />)}
-              </div>
-            ))}
-            <button type="button" onClick={() => setColumns((cs) => [...cs, { name: '', type: 'string', required: false, description: '' }])}>Add a column</button>
-            <p className="hint">Names: letters, digits and _, a letter first. Rows are added by the API, an import or an agent.</p>
-          </fieldset>
+          <ColumnsEditor columns={columns} onChange={setColumns} errors={errors} hint="Rows are added by the API, an import or an agent." />
         )}
         <ErrorBox error={general} title="Not created" />
         <button type="submit" className="primary" disabled={busy}>{busy ? 'Creating…' : mode === 'file' ? 'Import' : 'Create'}</button>
