@@ -109,6 +109,7 @@ def test_create_edit_and_delete_a_template(server: Server, page: Page, shots: Pa
     create = page.get_by_role("button", name="Create")
     create.click()
     expect(page.get_by_test_id("error-body")).to_contain_text("'what'")
+    snap(page, shots, "template-new")
     page.get_by_label("Body", exact=True).fill("Thank you, {{ who }}.")
     create.click()
 
