@@ -8,14 +8,16 @@ import { flash } from '../flash'
 import { everything, folderLabel } from '../folders'
 import type { Owned } from '../resource'
 import { href, navigate } from '../router'
-import { can, useScopeOn } from '../scope'
+import { can } from '../scope'
+import type { Scope } from '../scope'
 import { useAsync } from '../util'
 import { ErrorBox } from './bits'
 import { SharingPanel } from './SharingPanel'
 import { VersionList } from './VersionList'
 
-export function SharingAndVersions({ path, resource, noun, onChanged }: { path: string; resource: Owned; noun: string; onChanged: () => void }) {
-  const scope = useScopeOn(path, resource)
+/** Its folder, sharing and versions; `scope` is the caller's (useScopeOn), which the page
+ * has worked out for its own buttons. */
+export function SharingAndVersions({ path, resource, noun, scope, onChanged }: { path: string; resource: Owned; noun: string; scope: Scope | null; onChanged: () => void }) {
   return (
     <>
       <FolderPlace path={path} resource={resource} canMove={can(scope, 'share')} onMoved={onChanged} />

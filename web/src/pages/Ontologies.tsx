@@ -161,7 +161,7 @@ function OntologyDetail({ ontologyId }: { ontologyId: string }) {
           <ImportData ontologyId={o.id} onDone={() => { setSelected(null); page.reload() }} />
         </>
       )}
-      <SharingAndVersions path={base(o.id)} resource={o} noun="ontology" onChanged={ontology.reload} />
+      <SharingAndVersions scope={scope} path={base(o.id)} resource={o} noun="ontology" onChanged={ontology.reload} />
     </section>
   )
 }

@@ -144,7 +144,7 @@ function TableView({ tableId }: { tableId: string }) {
           )}
           <h2>Query</h2>
           <QueryForm tableId={t.id} columns={t.columns} />
-          <SharingAndVersions path={path} resource={t} noun="table" onChanged={table.reload} />
+          <SharingAndVersions scope={scope} path={path} resource={t} noun="table" onChanged={table.reload} />
         </>
       )}
     </section>

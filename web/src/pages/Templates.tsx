@@ -96,7 +96,7 @@ function TemplateView({ templateId }: { templateId: string }) {
           <pre className="json source" data-testid="template-body" aria-label="The template's body" tabIndex={0}>{t.body}</pre>
           <h2>Render</h2>
           <RenderForm template={t} />
-          <SharingAndVersions path={base(t.id)} resource={t} noun="template" onChanged={template.reload} />
+          <SharingAndVersions scope={scope} path={base(t.id)} resource={t} noun="template" onChanged={template.reload} />
         </>
       )}
     </section>
