@@ -58,7 +58,7 @@ export function QueryForm({ tableId, columns }: { tableId: string; columns: Colu
   // A sort on what the result no longer has (the grouping changed) is dropped, as shown.
   const sortBy = sortable.includes(sort) ? sort : ''
 
-  const document = (cursor: string | null): Record<string, unknown> => {
+  const queryOf = (cursor: string | null): Record<string, unknown> => {
     const q: Record<string, unknown> = {}
     if (conditions.length) {
       q.filter = {
@@ -83,7 +83,7 @@ export function QueryForm({ tableId, columns }: { tableId: string; columns: Colu
     setErrors({})
     setGeneral(null)
     try {
-      const page = await api.post<Result>(`/tables/${encodeURIComponent(tableId)}/query`, document(cursor))
+      const page = await api.post<Result>(`/tables/${encodeURIComponent(tableId)}/query`, queryOf(cursor))
       setResult(cursor && result ? { ...page, rows: [...result.rows, ...page.rows] } : page)
     } catch (exc) {
       const { byField, rest } = placeErrors(exc, ([head, a, b, c]) => {
