@@ -48,11 +48,11 @@ function page(route: Route) {
     case 'folders':
       return <FoldersPage selectedId={id ?? null} />
     case 'tables':
-      return <TablesPage tableId={id ?? null} />
+      return <TablesPage key={id ?? ''} tableId={id ?? null} />
     case 'ontologies':
-      return <OntologiesPage ontologyId={id ?? null} />
+      return <OntologiesPage key={`${id ?? ''}/${sub ?? ''}`} ontologyId={id ?? null} sub={sub ?? null} />
     case 'templates':
-      return <TemplatesPage templateId={id ?? null} />
+      return <TemplatesPage key={`${id ?? ''}/${sub ?? ''}`} templateId={id ?? null} sub={sub ?? null} />
     case 'mcp-servers':
       return <McpServersPage serverId={id ?? null} />
     case 'examples':

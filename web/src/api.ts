@@ -104,6 +104,23 @@ export const api = {
   del: (path: string) => request<void>(path, { method: 'DELETE' }),
 }
 
+/** POSTs a file as the request body itself (not a form): a table import, an ontology's
+ * objects. The Content-Type says what it is (the server also takes ?format=). */
+export async function upload<T>(path: string, file: Blob, contentType: string): Promise<T> {
+  let response: Response
+  try {
+    response = await fetch(API + path, {
+      method: 'POST',
+      headers: { ...authHeaders(), 'Content-Type': contentType },
+      body: file,
+    })
+  } catch (exc) {
+    throw new ApiError(0, `Could not reach the server: ${String(exc)}`, [])
+  }
+  if (!response.ok) throw await errorFrom(response)
+  return (await response.json()) as T
+}
+
 /** Download what an authenticated GET answers (an attachment: a run artifact) as a file named
  * `name`: fetched with the session's token, handed to the browser as a blob. */
 export async function downloadFile(path: string, name: string): Promise<void> {

@@ -3,6 +3,7 @@
 
 import { parseDocument, isMap, isSeq, isScalar, YAMLParseError } from 'yaml'
 import type { Node as YamlNode } from 'yaml'
+import { ApiError } from './api'
 
 export function splitPointer(pointer: string): string[] {
   if (pointer === '' || pointer === '/') return []
@@ -96,4 +97,19 @@ export function parseText(text: string, format: 'json' | 'yaml'): ParseResult {
     }
   }
   return { value: doc.toJS() }
+}
+
+/** The server's pointed errors (`loc`) put beside the form's fields: `place` names the field
+ * of a pointer's parts (or null). What no field takes, or an error that is not the API's
+ * (a network failure), comes back as `rest` for an ErrorBox. */
+export function placeErrors(exc: unknown, place: (parts: string[]) => string | null): { byField: Record<string, string>; rest: unknown } {
+  const byField: Record<string, string> = {}
+  if (!(exc instanceof ApiError) || exc.errors.length === 0) return { byField, rest: exc }
+  let unplaced = false
+  for (const item of exc.errors) {
+    const field = place(splitPointer(item.loc))
+    if (field === null) unplaced = true
+    else byField[field] = byField[field] ? `${byField[field]} ${item.message}` : item.message
+  }
+  return { byField, rest: unplaced ? exc : null }
 }

@@ -1,4 +1,4 @@
-// What the caller may do with an agent: `my_share_scope` says how it has access (owner, grant,
+// What the caller may do with an agent (or any resource with grants): `my_share_scope` says how it has access (owner, grant,
 // admin); for a grant, the agent's grants say which scope (docs/access.md). A built-in agent
 // (`is_builtin`) is everyone's to read and run and no one's to change, admins included: it is
 // copied instead. The server checks every action anyway: this only keeps the console from
@@ -40,18 +40,31 @@ export function grantedScope(me: Me, grants: Grant[]): Scope | null {
 
 /** The caller's scope on the agent; null while it is being worked out (or with no access). */
 export function useMyScope(agent: Agent | undefined): Scope | null {
+  return useScopeOn(agent ? `/agents/${agent.id}` : null, agent)
+}
+
+/** What a resource says of the caller's access (every kind's envelope has it). */
+export interface Shared {
+  id: string
+  my_share_scope: 'owner' | 'grant' | 'admin' | null
+  is_builtin?: boolean
+}
+
+/** The caller's scope on the resource at `path` (`/tables/ID`, any kind with grants); null
+ * while it is being worked out (or with no access). */
+export function useScopeOn(path: string | null, resource: Shared | undefined): Scope | null {
   const { me } = useSession()
-  const how = agent?.my_share_scope ?? null
-  const needsGrants = how === 'grant' && !me.is_admin && !agent?.is_builtin
+  const how = resource?.my_share_scope ?? null
+  const needsGrants = how === 'grant' && !me.is_admin && !resource?.is_builtin
   const grants = useAsync(
-    (s) => (agent && needsGrants ? api.get<{ data: Grant[] }>(`/agents/${agent.id}/grants`, s) : Promise.resolve({ data: [] })),
-    [agent?.id, needsGrants],
+    (s) => (path && needsGrants ? api.get<{ data: Grant[] }>(`${path}/grants`, s) : Promise.resolve({ data: [] })),
+    [path, needsGrants],
   )
-  if (!agent || how === null) return null
-  if (agent.is_builtin) return 'builtin'
+  if (!resource || how === null) return null
+  if (resource.is_builtin) return 'builtin'
   if (how === 'owner') return 'owner'
   if (me.is_admin) return 'admin'
   if (!grants.data) return null
-  // A grant through a folder or collection is not among the agent's own: read at least.
+  // A grant through a folder or collection is not among the resource's own: read at least.
   return grantedScope(me, grants.data.data) ?? 'viewer'
 }

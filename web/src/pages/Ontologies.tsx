@@ -1,35 +1,47 @@
 // Ontologies (docs/ontologies.md): the list, and one ontology's object types with a
-// searchable list of its objects; an object shows its properties and what it links to.
+// searchable list of its objects; an object shows its properties and what it links to. A new
+// one and an import of objects are OntologyForms; sharing, versions and delete are here.
 
 import { useState } from 'react'
 import { api, query } from '../api'
 import { ErrorBox, Loading, PageHeader } from '../components/bits'
+import { DeleteButton, Flashed, SharingAndVersions } from '../components/ResourceSections'
+import { takeFlash } from '../flash'
 import { everything } from '../folders'
+import type { Owned } from '../resource'
 import { href } from '../router'
-import type { Page, Placed } from '../types'
+import { can, useScopeOn } from '../scope'
+import type { Page } from '../types'
 import { useAsync } from '../util'
 import { MarkingBadges } from './Folders'
+import { ImportData, NewOntology, OntologyEditor } from './OntologyForms'
 
 interface Property { name: string; type: string; required?: boolean; description?: string }
 interface ObjectType { name: string; description?: string; properties: Property[]; primary_key: string; title_property?: string | null }
 interface LinkType { name: string; from_type: string; to_type: string; cardinality: string; inverse?: string | null }
-interface Ontology extends Placed { object_types: ObjectType[]; link_types: LinkType[] }
+interface Ontology extends Owned { object_types: ObjectType[]; link_types: LinkType[] }
 interface OntologyObject { type: string; key: string; title: string; properties: Record<string, unknown> }
 
 const base = (id: string) => `/ontologies/${encodeURIComponent(id)}`
 
-export function OntologiesPage({ ontologyId }: { ontologyId: string | null }) {
+export function OntologiesPage({ ontologyId, sub }: { ontologyId: string | null; sub?: string | null }) {
+  if (ontologyId === 'new') return <NewOntology />
+  if (ontologyId && sub === 'edit') return <OntologyEditor ontologyId={ontologyId} />
   return ontologyId ? <OntologyDetail key={ontologyId} ontologyId={ontologyId} /> : <OntologyList />
 }
 
 function OntologyList() {
   const list = useAsync((s) => everything('/ontologies', s) as Promise<Ontology[]>, [])
+  const [flashed] = useState(() => takeFlash('/ontologies'))
   return (
     <section aria-labelledby="page-title">
-      <PageHeader title={<span id="page-title">Ontologies</span>} />
+      <PageHeader title={<span id="page-title">Ontologies</span>}>
+        <a className="button primary" href={href('/ontologies/new')}>New ontology</a>
+      </PageHeader>
+      <Flashed text={flashed} />
       <ErrorBox error={list.error} />
       {list.loading ? <Loading what="ontologies" /> : !list.data?.length ? (
-        <p className="muted">No ontologies you can read. Create one with <code>dhub ontologies create -f FILE</code>.</p>
+        <p className="muted">No ontologies you can read.</p>
       ) : (
         <ul className="agent-list" data-testid="ontology-list">
           {list.data.map((o) => (
@@ -53,6 +65,8 @@ function OntologyList() {
 
 function OntologyDetail({ ontologyId }: { ontologyId: string }) {
   const ontology = useAsync((s) => api.get<Ontology>(base(ontologyId), s), [ontologyId])
+  const [flashed] = useState(() => takeFlash(ontologyId))
+  const scope = useScopeOn(base(ontologyId), ontology.data)
   const [type, setType] = useState('')
   const [q, setQ] = useState('')
   const [filter, setFilter] = useState('')
@@ -71,15 +85,21 @@ function OntologyDetail({ ontologyId }: { ontologyId: string }) {
     const next = await api.get<Page<OntologyObject>>(`${base(ontologyId)}/objects${params}`)
     setExtra({ items: [...(extra?.items ?? []), ...next.data], cursor: next.next_cursor })
   }
-  if (ontology.loading) return <Loading what="the ontology" />
-  if (!ontology.data) return <ErrorBox error={ontology.error} />
+  // Reloading (after a change of its sharing) keeps the page: only the first load shows this.
+  if (!ontology.data) return ontology.error ? <ErrorBox error={ontology.error} /> : <Loading what="the ontology" />
   const o = ontology.data
   return (
     <section aria-labelledby="page-title">
       <PageHeader title={<span id="page-title">{o.alias || o.name}</span>} sub={o.description}>
         <a className="button" href={href('/ontologies')}>All ontologies</a>
+        {can(scope, 'edit') && <a className="button" href={href(`/ontologies/${o.id}/edit`)}>Edit</a>}
+        {can(scope, 'share') && <DeleteButton path={base(o.id)} resource={o} noun="ontology" listPath="/ontologies" consequence="Its objects and links are deleted with it." />}
       </PageHeader>
-      <MarkingBadges markings={o.effective_markings} />
+      <Flashed text={flashed} />
+      <div className="meta">
+        <code>{o.id}</code> <span className="pill">version {o.version}</span>
+        <MarkingBadges markings={o.effective_markings} />
+      </div>
       <h2>Object types</h2>
       <ul data-testid="object-types">
         {o.object_types.map((t) => (
@@ -135,6 +155,13 @@ function OntologyDetail({ ontologyId }: { ontologyId: string }) {
       )}
       {cursor && <button type="button" onClick={more}>Load more</button>}
       {selected && <ObjectView ontology={o} object={selected} onPick={setSelected} />}
+      {can(scope, 'edit') && (
+        <>
+          <h2>Import objects and links</h2>
+          <ImportData ontologyId={o.id} onDone={() => { setSelected(null); page.reload() }} />
+        </>
+      )}
+      <SharingAndVersions scope={scope} path={base(o.id)} resource={o} noun="ontology" onChanged={ontology.reload} />
     </section>
   )
 }

@@ -1,35 +1,46 @@
 // Templates (docs/templates.md): the list, and one template's variables and body with a form
-// that renders it: the text on the page, or a download as HTML or PDF.
+// that renders it: the text on the page, or a download as HTML or PDF; its sharing and
+// versions. New and Edit are TemplateEditor.
 
 import { useMemo, useState } from 'react'
 import { ApiError, api, downloadPost, saveBlob } from '../api'
 import { ErrorBox, Loading, PageHeader } from '../components/bits'
 import { FieldInput, initialText, valueOf } from '../components/FieldInput'
 import type { FieldSpec } from '../components/FieldInput'
+import { DeleteButton, Flashed, SharingAndVersions } from '../components/ResourceSections'
+import { takeFlash } from '../flash'
 import { everything } from '../folders'
 import { splitPointer } from '../pointer'
+import type { Owned } from '../resource'
 import { href } from '../router'
-import type { Placed } from '../types'
+import { can, useScopeOn } from '../scope'
 import { errorText, useAsync } from '../util'
 import { MarkingBadges } from './Folders'
+import { TemplateEditor } from './TemplateEditor'
 
 interface Variable { name: string; type: string; description?: string; required?: boolean; default?: unknown }
-interface TemplateDoc extends Placed { format: 'markdown' | 'html' | 'text'; body: string; variables: Variable[] }
+interface TemplateDoc extends Owned { format: 'markdown' | 'html' | 'text'; body: string; variables: Variable[] }
 interface Rendered { template_id: string; version: number; format: string; media_type: string; text: string }
 type Output = 'source' | 'html' | 'pdf'
 
 const base = (id: string) => `/templates/${encodeURIComponent(id)}`
 
-export function TemplatesPage({ templateId }: { templateId: string | null }) {
+export function TemplatesPage({ templateId, sub }: { templateId: string | null; sub?: string | null }) {
+  if (templateId === 'new') return <TemplateEditor templateId={null} />
+  if (templateId && sub === 'edit') return <TemplateEditor templateId={templateId} />
   return templateId ? <TemplateView key={templateId} templateId={templateId} /> : <TemplateList />
 }
 
 /** Every template the caller can see. */
 function TemplateList() {
   const list = useAsync((s) => everything('/templates', s) as Promise<TemplateDoc[]>, [])
+  const [flashed] = useState(() => takeFlash('/templates'))
   return (
     <section aria-labelledby="page-title">
-      <PageHeader title={<span id="page-title">Templates</span>} sub="Documents with typed variables that agents and workflows render. Create one with dhub templates create FILE." />
+      <PageHeader title={<span id="page-title">Templates</span>} sub="Documents with typed variables that agents and workflows render.">
+        <a className="button primary" href={href('/templates/new')}>New template</a>
+      </PageHeader>
+      <Flashed text={flashed} />
       <ErrorBox error={list.error} />
       {!list.data ? (
         <Loading what="templates" />
@@ -59,12 +70,17 @@ function TemplateList() {
 /** One template: what it is, its variables, its body, and the render form. */
 function TemplateView({ templateId }: { templateId: string }) {
   const template = useAsync((s) => api.get<TemplateDoc>(base(templateId), s), [templateId])
+  const [flashed] = useState(() => takeFlash(templateId))
   const t = template.data
+  const scope = useScopeOn(base(templateId), t)
   return (
     <section aria-labelledby="page-title">
       <PageHeader title={<span id="page-title">{t ? t.alias || t.name : 'Template'}</span>} sub={t?.description}>
         <a className="button" href={href('/templates')}>All templates</a>
+        {t && can(scope, 'edit') && <a className="button" href={href(`/templates/${t.id}/edit`)}>Edit</a>}
+        {t && can(scope, 'share') && <DeleteButton path={base(t.id)} resource={t} noun="template" listPath="/templates" />}
       </PageHeader>
+      <Flashed text={flashed} />
       <ErrorBox error={template.error} title="This template cannot be shown" />
       {!t ? (
         !template.error && <Loading what="the template" />
@@ -80,6 +96,7 @@ function TemplateView({ templateId }: { templateId: string }) {
           <pre className="json source" data-testid="template-body" aria-label="The template's body" tabIndex={0}>{t.body}</pre>
           <h2>Render</h2>
           <RenderForm template={t} />
+          <SharingAndVersions scope={scope} path={base(t.id)} resource={t} noun="template" onChanged={template.reload} />
         </>
       )}
     </section>
