@@ -51,8 +51,16 @@ class Settings:
     # records nothing; token asks for DHUB_METRICS_TOKEN or an admin's API token.
     metrics: str = "off"
     metrics_token: str | None = field(default=None, repr=False)
+    # Runs executing at once in a process (DHUB_MAX_ACTIVE_RUNS; 0: the default from its
+    # cores and memory, runtime/admission.py); the others wait their turn, fair between users.
+    max_active_runs: int = 0
 
     def __post_init__(self) -> None:
+        if self.max_active_runs < 0:
+            raise ValueError(
+                f"DHUB_MAX_ACTIVE_RUNS must be a whole number, 0 for the default, not "
+                f"{self.max_active_runs}."
+            )
         if self.metrics not in METRICS_MODES:
             raise ValueError(
                 f"DHUB_METRICS must be one of {', '.join(METRICS_MODES)}, not {self.metrics!r}."
@@ -120,7 +128,18 @@ class Settings:
             # A token given alone means token mode: metrics were asked for, and protected.
             metrics=(os.environ.get("DHUB_METRICS") or ("token" if token else "off")).lower(),
             metrics_token=token,
+            max_active_runs=_whole("DHUB_MAX_ACTIVE_RUNS"),
         )
+
+
+def _whole(name: str) -> int:
+    raw = (os.environ.get(name) or "0").strip()
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(
+            f"{name} must be a whole number (0 for the default), not {raw!r}."
+        ) from None
 
 
 _ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")

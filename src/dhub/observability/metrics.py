@@ -103,6 +103,16 @@ MODEL_SECONDS = Histogram(
     ["provider", "model"],
     buckets=_CALL_BUCKETS,
 )
+RUNS_ACTIVE = Gauge(
+    "dhub_runs_active",
+    "Runs executing in this process now (admitted: at most DHUB_MAX_ACTIVE_RUNS).",
+    multiprocess_mode="livesum",
+)
+RUNS_QUEUED = Gauge(
+    "dhub_runs_admission_queued",
+    "Runs of this process waiting their turn to execute (admission).",
+    multiprocess_mode="livesum",
+)
 SANDBOX_IDLE = Gauge(
     "dhub_sandbox_pool_idle_workers",
     "Warm sandbox interpreters waiting for a call.",
@@ -184,6 +194,12 @@ def model_answered(provider: str, model: str, usage: Mapping[str, Any], seconds:
         count = usage.get(f"{kind}_tokens") or 0
         if count:
             MODEL_TOKENS.labels(provider, model, kind).inc(count)
+
+
+def runs_admission(active: int, queued: int) -> None:
+    if _on:
+        RUNS_ACTIVE.set(active)
+        RUNS_QUEUED.set(queued)
 
 
 def model_cost(provider: str, model: str, cost_usd: float) -> None:

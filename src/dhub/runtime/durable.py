@@ -35,6 +35,7 @@ from dhub.engine.state import (
 )
 from dhub.observability import logs, traces
 from dhub.runtime import journal
+from dhub.runtime.admission import Admission
 from dhub.runtime.executor import RunResult, resume_workflow, run_workflow
 from dhub.runtime.group_commit import AfterWrite, GroupCommitter
 from dhub.runtime.mail import Outcome, leave, letter_of
@@ -52,6 +53,7 @@ from dhub.store import runs as store
 from dhub.store.db import Database
 
 log = logging.getLogger(__name__)
+WOKEN = "~woken"  # admission's turn for runs resumed or woken (their user is not read yet)
 
 # agent id, version, the run's user (whom references resolve for) -> graph
 GraphLoader = Callable[[str, int, str], Awaitable[CompiledGraph]]
@@ -92,6 +94,7 @@ class RunExecutor:
         handoff: Handoff | None = None,
         knowledge: KnowledgeFor | None = None,
         after_write: AfterWrite | None = None,
+        admission: Admission | None = None,
     ) -> None:
         self.db = db
         self._knowledge = knowledge
@@ -107,6 +110,7 @@ class RunExecutor:
         # More work in each step commit's transaction: a distributed worker's handoff, or
         # ``after_write`` (an embedded server on PostgreSQL tells the others' streams).
         self.committer = GroupCommitter(db, handoff.after_write if handoff else after_write)
+        self.admission = admission or Admission(1 << 30)  # None: every run at once
         self._live: dict[str, Live] = {}
         self._listeners: list[Callable[[str], None]] = []
         self._chores: list[asyncio.Task[None]] = []
@@ -141,7 +145,9 @@ class RunExecutor:
     ) -> None:
         """Execute a run just created, its step 0 stored as ``start_state(context,
         conversation)``; a chat turn gets its conversation's variables."""
-        self._spawn(run.id, lambda live: self._execute(live, run, context, conversation))
+        self._spawn(
+            run.id, lambda live: self._execute(live, run, context, conversation), run.user_id
+        )
 
     async def recover(self) -> list[str]:
         """Resume every unfinished run no worker holds (after a restart), except parked ones,
@@ -222,13 +228,24 @@ class RunExecutor:
     def live_ids(self) -> list[str]:
         return list(self._live)
 
-    def _spawn(self, run_id: str, work: Work) -> Live:
+    def _spawn(self, run_id: str, work: Work, who: str = WOKEN) -> Live:
+        """Execute ``work`` for the run once admission lets it (``who``: whose turn it takes:
+        the user of a new run; runs woken or resumed share one turn)."""
         live = Live(ServerPeople())
         self._live[run_id] = live
-        live.task = asyncio.ensure_future(work(live))
+        live.queued = self.admission.ticket(who)
+        live.task = asyncio.ensure_future(self._admitted(live, work))
         live.task.add_done_callback(lambda task: self._forget(run_id, live))
         self._start_chores()
         return live
+
+    async def _admitted(self, live: Live, work: Work) -> RunResult | None:
+        await self.admission.wait(live.queued)
+        live.queued = None
+        try:
+            return await work(live)
+        finally:
+            self.admission.release()
 
     def _wake(self, run_id: str) -> Live:
         return self._spawn(run_id, lambda live: self._resume(live, run_id))
@@ -442,6 +459,8 @@ class RunExecutor:
         live = self._live.get(run_id)
         if live is None:
             return False
+        if live.queued is not None:  # waiting its turn: a cancellation does not wait
+            self.admission.hurry(live.queued)
         await live.loaded.wait()  # cancelled while loading, it would save nothing
         if live.parking or live.task.done():
             return False

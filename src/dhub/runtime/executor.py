@@ -170,22 +170,24 @@ class _Execution:
         is journaled before its commands start, so none is performed unrecorded."""
         clock = self._ports.clock
         try:
-            if record_first:
-                await self._record_step(step)
-            while (end := self._perform(step)) is None:
-                if self._stalled():
-                    return self._result(step.state, Fail(_STALLED))
-                try:
-                    event = await self._next()
-                except asyncio.CancelledError:
-                    cancelled = CancelRun("the run was cancelled", clock.now())
-                    step = self._stepper.step(step.state, cancelled, in_place=True)
+            try:
+                if record_first:
                     await self._record_step(step)
-                    self._perform(step)
-                    raise
-                step = self._stepper.step(step.state, event, in_place=True)
+                while (end := self._perform(step)) is None:
+                    if self._stalled():
+                        return self._result(step.state, Fail(_STALLED))
+                    event = await self._next()
+                    step = self._stepper.step(step.state, event, in_place=True)
+                    await self._record_step(step)
+                return self._result(step.state, end)
+            except asyncio.CancelledError:
+                # Cancelled waiting for a result, or while a step was being saved (the journal
+                # lets the save finish first): the cancellation is a step of its own.
+                cancelled = CancelRun("the run was cancelled", clock.now())
+                step = self._stepper.step(step.state, cancelled, in_place=True)
                 await self._record_step(step)
-            return self._result(step.state, end)
+                self._perform(step)
+                raise
         finally:
             await self._shutdown()
             clock.idle()

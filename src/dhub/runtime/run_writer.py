@@ -107,6 +107,7 @@ class Live:
     journal: RunWriter | None = None
     loaded: asyncio.Event = field(default_factory=asyncio.Event)  # journal set, or task ended
     parking: bool = False  # its last step gives the lease up: answers must wake it anew
+    queued: asyncio.Future[None] | None = None  # its place while it waits for admission
 
 
 @dataclass

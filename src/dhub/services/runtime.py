@@ -22,6 +22,7 @@ from typing import Protocol
 from dhub.domain.ids import new_id
 from dhub.observability import traces
 from dhub.providers.registry import Providers
+from dhub.runtime.admission import Admission, default_limit
 from dhub.runtime.dispatch import STEPS_CHANNEL, Dispatch, InProcess, Queued, notify
 from dhub.runtime.durable import RunExecutor
 from dhub.runtime.model import ProviderModel
@@ -233,6 +234,7 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
         handoff=handoff(db, queue) if queue is not None else None,
         knowledge=lambda user_id, run_id: KnowledgeCalls(db, user_id, run_id, mcp),
         after_write=None if db.is_sqlite else announce_steps,
+        admission=Admission(settings.max_active_runs or default_limit()),
     )
     if queue is None:
         return Runtime(
