@@ -6,7 +6,6 @@ that call's messages exactly as they were."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -18,11 +17,10 @@ from dhub.engine.state import CallChat, CallFunction, CallModel, Done
 from dhub.engine.validate import validate_agent_document
 from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import Live, ModelAnswer, RealClock
-from dhub.store import agents
 from dhub.store.db import Database
 from dhub.store.tables import run_commands, run_events, run_steps
+from tests.integration.test_durable_runs import db as db  # the fixture: agent.a stored
 from tests.integration.test_durable_runs import new_run, until
-from tests.integration.test_runs_store import agent_row
 
 pytestmark = pytest.mark.asyncio
 
@@ -68,18 +66,6 @@ class Instant:
 
 async def graphs(agent_id: str, version: int, user_id: str) -> CompiledGraph:
     return compile_spec(SPEC, react_config(SPEC, budget=10_000_000))
-
-
-@pytest.fixture
-async def db(database_url: str) -> AsyncIterator[Database]:
-    database = Database(database_url)
-    await database.migrate()
-    async with database.write() as conn:
-        await agents.insert_agent(conn, agent_row("agent.a"))
-    try:
-        yield database
-    finally:
-        await database.dispose()
 
 
 def executor(db: Database, model: Looking, owner: str, lease: float = 30) -> RunExecutor:
