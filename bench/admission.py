@@ -1,0 +1,178 @@
+"""Admission under a burst (issue 23): 1,000 runs submitted at once to the embedded server,
+with admission (``DHUB_MAX_ACTIVE_RUNS``, its default from this machine's cores and memory)
+and without it (every run let in at once, as before), in one process, interleaved.
+
+The app (``create_app``, SQLite in a temporary directory) executes the runs itself; the
+client speaks to it through the ASGI transport (no socket: both sides would pay the same).
+Each run is a chain of 10 ``variable`` nodes, every step saved: what the engine and the
+durable layer cost, nothing else; or (``--code``) of 10 code nodes whose function sleeps 10 ms
+in the sandbox, bench/scale.py's stock run. For each side:
+
+- the server's throughput, measured first on 200 runs submitted at once (runs/s);
+- then 1,000 runs submitted at once (``POST /api/v1/agents/{id}/runs``, 64 in flight): the
+  time until the first run finishes, until all have, and that against 1,000 / throughput
+  (goal: at most 1.2x);
+- the API's latency meanwhile: ``GET /api/v1/runs/{id}`` every 20 ms, p50 and p99 (goal:
+  p99 under 50 ms).
+
+    .venv/bin/python bench/admission.py [--runs 1000] [--limit N]     # about 10 s
+    .venv/bin/python bench/admission.py --code --runs 300             # about 2 minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import itertools
+import os
+import statistics
+import tempfile
+import time
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from dhub.api.app import create_app
+from dhub.runtime.admission import default_limit
+from dhub.settings import Settings
+
+TOKEN = "dhub_bench_admission_token"
+SLEEPER = "import time\n\ndef main():\n    time.sleep(0.01)\n    return {'v': 1}\n"
+UNLIMITED = 1 << 30
+
+
+def chain(steps: int, code: bool) -> dict[str, Any]:
+    """``steps`` nodes: ``variable`` nodes, or (``code``) code nodes whose function sleeps
+    10 ms in the sandbox (bench/scale.py's stock run)."""
+    nodes: list[dict[str, Any]] = [{"id": "start", "type": "start", "config": {}}]
+    for i in range(steps):
+        if code:
+            config = {"source": SLEEPER, "outputs": {"v": "number"}}
+            nodes.append({"id": f"n{i}", "type": "code", "config": config})
+            continue
+        operation = {"action": "set", "variable": "x", "value": i}
+        nodes.append({"id": f"n{i}", "type": "variable", "config": {"operations": [operation]}})
+    nodes.append({"id": "end", "type": "end", "config": {}})
+    edges = [{"source": a["id"], "target": b["id"]} for a, b in itertools.pairwise(nodes)]
+    return {"name": "burst", "description": "", "mode": "workflow", "input_mode": "event",
+            "nodes": nodes, "edges": edges}  # fmt: skip
+
+
+@asynccontextmanager
+async def running_app(data_dir: Path, limit: int) -> Any:
+    settings = Settings(data_dir=data_dir, database_url=f"sqlite:///{data_dir / 'dhub.db'}",
+                        admin_token=TOKEN, max_active_runs=limit)  # fmt: skip
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://bench",
+                                     headers={"Authorization": f"Bearer {TOKEN}"},
+                                     timeout=120) as client:  # fmt: skip
+            yield client
+
+
+async def submit(client: httpx.AsyncClient, agent_id: str, count: int) -> list[str]:
+    """``count`` runs, 64 requests in flight; their ids in the order they were made."""
+    ids: list[str] = [""] * count
+    gate = asyncio.Semaphore(64)
+
+    async def one(i: int) -> None:
+        async with gate:
+            made = await client.post(f"/api/v1/agents/{agent_id}/runs", json={"inputs": {}})
+            assert made.status_code == 202, made.text
+            ids[i] = made.json()["id"]
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+    return ids
+
+
+async def finished(client: httpx.AsyncClient, agent_id: str, count: int) -> list[dict[str, Any]]:
+    """Wait until ``count`` runs of the agent succeeded; their records."""
+    while True:
+        done: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            params = {"agent_id": agent_id, "status": "succeeded", "limit": 200}
+            page = (await client.get("/api/v1/runs", params={**params, "cursor": cursor}
+                                     if cursor else params)).json()  # fmt: skip
+            done += page["data"]
+            cursor = page.get("next_cursor")
+            if not cursor:
+                break
+        if len(done) >= count:
+            return done
+        await asyncio.sleep(0.2)
+
+
+async def probe(client: httpx.AsyncClient, run_id: str, stop: asyncio.Event) -> list[float]:
+    """GET a run every 20 ms until ``stop``; each answer's latency in ms."""
+    latencies: list[float] = []
+    while not stop.is_set():
+        began = time.perf_counter()
+        answer = await client.get(f"/api/v1/runs/{run_id}")
+        latencies.append((time.perf_counter() - began) * 1000)
+        assert answer.status_code == 200
+        await asyncio.sleep(0.02)
+    return latencies
+
+
+async def side(tmp: Path, limit: int, runs: int, code: bool) -> dict[str, float]:
+    async with running_app(tmp, limit) as client:
+        made = await client.post("/api/v1/agents", json=chain(10, code))
+        assert made.status_code == 201, made.text
+        agent_id = made.json()["id"]
+        gc.freeze()
+        began = time.perf_counter()  # the throughput: 200 runs at once
+        await submit(client, agent_id, 200)
+        await finished(client, agent_id, 200)
+        throughput = 200 / (time.perf_counter() - began)
+        [probed] = await submit(client, agent_id, 1)
+        await finished(client, agent_id, 201)
+        stop = asyncio.Event()
+        probing = asyncio.ensure_future(probe(client, probed, stop))
+        began_ms = time.time() * 1000
+        burst = set(await submit(client, agent_id, runs))
+        records = await finished(client, agent_id, 201 + runs)
+        stop.set()
+        latencies = sorted(await probing)
+    ends = sorted(r["finished_at"] for r in records if r["id"] in burst)
+    total = (ends[-1] - began_ms) / 1000
+    return {
+        "throughput_runs_s": throughput,
+        "first_finished_s": (ends[0] - began_ms) / 1000,
+        "all_finished_s": total,
+        "ratio_to_throughput": total / (runs / throughput),
+        "api_p50_ms": statistics.median(latencies),
+        "api_p99_ms": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000)
+    parser.add_argument("--limit", type=int, default=default_limit(), help="admission's limit")
+    what = "code nodes sleeping 10 ms in the sandbox (DHUB_SANDBOX=unsafe unless set)"
+    parser.add_argument("--code", action="store_true", help=what)
+    args = parser.parse_args()
+    if args.code:
+        os.environ.setdefault("DHUB_SANDBOX", "unsafe")
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, limit in (("admission", args.limit), ("all at once", UNLIMITED)):
+            where = Path(tmp) / name.replace(" ", "-")
+            results[name] = asyncio.run(side(where, limit, args.runs, args.code))
+    kind = "code nodes sleeping 10 ms" if args.code else "variable nodes"
+    print(f"{args.runs} runs of 10 {kind}, submitted at once; admission limit {args.limit}")
+    print(f"{'':22} {'admission':>12} {'all at once':>12}   goal")
+    goals = {"first_finished_s": "<= 1 s", "ratio_to_throughput": "<= 1.2",
+             "api_p99_ms": "< 50 ms"}  # fmt: skip
+    for key in results["admission"]:
+        a, b = results["admission"][key], results["all at once"][key]
+        print(f"{key:22} {a:12.3f} {b:12.3f}   {goals.get(key, '')}")
+
+
+if __name__ == "__main__":
+    main()
