@@ -5,6 +5,7 @@ waits its turn is cancelled at once."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -12,7 +13,7 @@ from fastapi.testclient import TestClient
 from dhub.api.app import create_app
 from dhub.settings import Settings
 from tests.conftest import ADMIN_TOKEN
-from tests.integration.test_runs_api import API, create, ok, until, user
+from tests.integration.test_runs_api import API, TRIAGE, create, ok, until, user
 
 SLOW = {
     "name": "slow", "description": "Takes a moment.", "mode": "workflow", "input_mode": "event",
@@ -79,3 +80,27 @@ def _most_at_once(runs: list[dict[str, Any]]) -> int:
         now += change
         most = max(most, now)
     return most
+
+
+def test_an_answer_for_a_run_waiting_its_turn_is_taken_at_once(settings: Settings) -> None:
+    limited = Settings(**{**vars(settings), "max_active_runs": 1})
+    slower = {**SLOW, "name": "slower"}
+    slower["nodes"] = [*SLOW["nodes"][:1], *[{**SLOW["nodes"][1], "id": f"w{i}"}
+                       for i in range(6)], SLOW["nodes"][-1]]  # fmt: skip
+    ids = [n["id"] for n in slower["nodes"]]
+    slower["edges"] = [{"source": a, "target": b} for a, b in itertools.pairwise(ids)]
+    with TestClient(create_app(limited)) as client:
+        client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        triage, slow = create(client, TRIAGE), create(client, slower)
+        body = {"inputs": {"ticket": "Total outage since 9am", "customer": "acme"}}
+        asking = ok(client.post(f"{API}/agents/{triage}/runs", json=body), 202)["id"]
+        until(client, asking, "waiting")
+        busy = _start(client, slow)  # waits its turn until the asking run parks (5 s)
+        until(client, busy, "running")
+        answer = {"values": {"escalate": True}}
+        # Woken by the answer, the asking run waits its turn behind the busy one; the answer
+        # is taken (saved in its inbox) without waiting for that.
+        ok(client.post(f"{API}/runs/{asking}/inputs/approve", json=answer), 202)
+        assert ok(client.get(f"{API}/runs/{busy}"))["status"] == "running"
+        assert until(client, asking, "succeeded", "failed")["status"] == "succeeded"
+        assert until(client, busy, "succeeded", "failed")["status"] == "succeeded"

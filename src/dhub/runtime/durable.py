@@ -190,6 +190,8 @@ class RunExecutor:
                 if self.handoff is None:
                     self._wake(run_id)
                 return
+            if live.queued is not None:
+                return  # waiting its turn (admission): it reads its inbox as it loads
             await live.loaded.wait()
             if not live.parking and not live.task.done():
                 await self._read_mail(run_id, live)
