@@ -36,13 +36,13 @@ LEASE = "2"  # seconds: how soon the runs of a killed worker are taken over
 class Cluster:
     """An API process and its workers, sharing a fresh PostgreSQL schema."""
 
-    def __init__(self, tmp: Path, schema: str) -> None:
+    def __init__(self, tmp: Path, schema: str, **extra_env: str) -> None:
         _truncate(schema)
         self.tmp = tmp
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("DHUB_")} | {
             "DHUB_EXECUTION": "distributed", "DHUB_DATABASE_URL": pg_url(schema),
             "DHUB_ADMIN_TOKEN": ADMIN_TOKEN, "DHUB_SANDBOX": "unsafe",
-            "DHUB_RUN_LEASE_SECONDS": LEASE, "DHUB_DATA_DIR": str(tmp / "data"),
+            "DHUB_RUN_LEASE_SECONDS": LEASE, "DHUB_DATA_DIR": str(tmp / "data"), **extra_env,
         }  # fmt: skip
         self.api = Server(tmp / "data", extra_args=["--no-worker"], **self.env)
         self.workers: list[subprocess.Popen[bytes]] = []
