@@ -98,6 +98,9 @@ _PROGRESS = {
     "lease_owner": bindparam("b_lease_owner"),
     # Written only by the steps that change it (a model call's): NULL keeps the column.
     "usage": func.coalesce(bindparam("b_usage", type_=JSON(none_as_null=True)), runs.c.usage),
+    # A step that changed the state (or its commands) is progress: the run's count of
+    # executions that made none starts again. Streamed events alone are not.
+    "attempts": case((bindparam("b_progress", type_=Boolean), 0), else_=runs.c.attempts),
     "lease_expires_at": case(
         (bindparam("b_release", type_=Boolean), null()), else_=runs.c.lease_expires_at
     ),
@@ -207,6 +210,7 @@ def _run_values(w: StepWrite) -> dict[str, Any]:
         "b_lease_owner": None if w.release else w.owner,
         "b_release": w.release,
         "b_usage": w.usage,
+        "b_progress": bool(w.ended or w.rows.patch or w.rows.opened or w.rows.closed),
     }
     if w.ended:
         values |= {"b_outputs": w.outputs, "b_error": w.error}
