@@ -7,18 +7,19 @@ never failed for them. On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
 from dhub.engine.compile import CompiledGraph, compile_document
 from dhub.engine.state import CallFunction, Done
-from dhub.runtime.durable import GraphLoader, RunExecutor
+from dhub.runtime.durable import GraphLoader, Handoff, RunExecutor
 from dhub.runtime.ports import Answer, NoModel, RealClock, SandboxFunctions
 from dhub.sandbox.runner import SandboxRunner
 from dhub.store import agents
 from dhub.store import runs as store
-from dhub.store.db import Database
+from dhub.store.db import Conn, Database
+from dhub.store.step_batch import StepWrite
 from tests.conftest import sandbox_settings
 from tests.integration.test_durable_runs import URGENT, graphs, new_run, until
 from tests.integration.test_runs_store import agent_row
@@ -220,4 +221,40 @@ async def test_a_run_whose_worker_stops_before_each_step_fails_after_its_attempt
         "(2 attempts)",
         "attempts": 2,
     }
+    await runs.close()
+
+
+async def test_a_run_whose_step_cannot_be_written_fails_after_its_attempts(
+    db: Database, functions: OneByOne
+) -> None:
+    """Distributed mode's shape: each job executes the run here; the write of its second step
+    fails every time (the commit's after-write hook refuses it, as a database refuses a value),
+    so each job redoes the call and fails; the job after the bound fails the run."""
+    run = await new_run(db, {})
+
+    async def after_write(conn: Conn, writes: Sequence[StepWrite]) -> None:
+        if any(w.rows.run_id == run.id and w.rows.step >= 2 and not w.ended for w in writes):
+            raise ValueError("value too long for type character varying(64)")
+
+    async def requeue(run_ids: list[str]) -> None:
+        return None
+
+    runs = RunExecutor(
+        db, chain, lambda _: functions, NoModel(), RealClock(), "worker.1", timer_poll=3600,
+        handoff=Handoff(after_write, requeue), max_attempts=2,
+    )  # fmt: skip
+    for _ in range(10):
+        functions.allow()
+    for job in range(1, 4):  # the first saves step 1 (n1 opened), then n1's step fails
+        await runs.run_here(run.id)
+        assert functions.called == ["n1"] * job
+        stuck = await until(db, run.id, "running")
+        assert stuck.step_count == 2 and stuck.lease_owner is None
+    await runs.run_here(run.id)  # the third job in a row without a step: failed instead
+    failed = await until(db, run.id, "failed")
+    assert failed.error is not None and failed.error["message"] == (
+        "the run could not be resumed: ValueError: value too long for type character "
+        "varying(64) (2 attempts)"
+    )
+    assert functions.called == ["n1"] * 3
     await runs.close()
