@@ -168,8 +168,8 @@ class RunExecutor:
         async with self.db.read(snapshot=True) as conn:
             lapsed = await store.lapsed_runs(conn, now_ms())
         resumed = [run_id for run_id in lapsed if run_id not in self._live]
-        if self.handoff is not None:
-            await self.handoff.requeue(resumed)  # to the queue: any worker may take them
+        if self.handoff is not None:  # to the queue: any worker may take them
+            await (self.handoff.sweep or self.handoff.requeue)(resumed)
             return resumed
         for run_id in resumed:
             self._wake(run_id)
@@ -565,11 +565,13 @@ class RunExecutor:
 class Handoff:
     """What differs for a worker of distributed mode: ``after_write`` runs in each step
     commit (tell API processes, settle the inbox, schedule a parked run's timer as a job),
-    ``requeue`` queues jobs for runs this process will not execute (lapsed ones it found,
-    the ones it hands back as it stops)."""
+    ``requeue`` queues jobs for runs this process will not execute (the ones it hands back
+    as it stops; and lapsed ones it found, unless ``sweep`` does)."""
 
     after_write: AfterWrite
     requeue: Callable[[list[str]], Awaitable[None]]
+    # For the lapsed runs a sweep found (``requeue`` if None): checked again as they are queued.
+    sweep: Callable[[list[str]], Awaitable[None]] | None = None
 
 
 def _owner(run: store.RunRecord) -> str:
