@@ -413,12 +413,23 @@ _LAPSED = (
     .order_by(runs.c.id)
     .limit(bindparam("limit", type_=Integer))
 )
-_RENEW_ALL = (
-    update(runs)
+# The rows are locked in id order, as a batch of steps locks them (step_batch.py): in any
+# other order the two deadlock on PostgreSQL (an UPDATE has no ORDER BY; its subquery has).
+_RENEWABLE = (
+    select(runs.c.id)
     .where(
         runs.c.lease_owner == bindparam("owner"),
         runs.c.lease_expires_at > bindparam("now"),
         runs.c.status.in_(ACTIVE),
+    )
+    .order_by(runs.c.id)
+    .with_for_update()
+)
+_RENEW_ALL = (
+    update(runs)
+    .where(
+        runs.c.id.in_(_RENEWABLE.scalar_subquery()),
+        runs.c.lease_owner == bindparam("owner"),
     )
     .values(lease_expires_at=bindparam("until"))
 )
