@@ -24,6 +24,10 @@ class Settings:
     # How long a run stays owned by a process that stopped renewing it (crashed) before
     # another start resumes it.
     run_lease_seconds: float = 30.0
+    # Executions in a row that may take a run up (a restart's recovery, a worker's job)
+    # without it saving a step; the next one fails it, kind "unrecoverable"
+    # (DHUB_RUN_MAX_ATTEMPTS; docs/deploy.md).
+    run_max_attempts: int = 5
     # Model providers: DHUB_OPENAI_API_KEY, DHUB_ANTHROPIC_API_KEY, DHUB_PROVIDERS_FILE, ...
     providers: ProvidersConfig = field(default_factory=ProvidersConfig)
     # A react agent's max_input_tokens when it sets none (always capped at the model's window).
@@ -75,6 +79,12 @@ class Settings:
                 "DHUB_SCHEDULE_POLL_SECONDS must be a number of seconds from 0 (this process "
                 f"starts no schedules' ticks) to 30, not {self.schedule_poll_seconds!r}."
             )
+        if self.run_max_attempts < 1:
+            raise ValueError(
+                "DHUB_RUN_MAX_ATTEMPTS must be a whole number from 1, or 0 for the default "
+                "(how many executions in a row may take a run up without saving a step before "
+                f"it fails), not {self.run_max_attempts!r}."
+            )
         if not 0 < self.mcp_wait_seconds <= 3600:
             raise ValueError(
                 "DHUB_MCP_WAIT_SECONDS must be a number of seconds above 0 and at most 3600, "
@@ -113,6 +123,7 @@ class Settings:
             admin_token=os.environ.get("DHUB_ADMIN_TOKEN") or None,
             examples_dir=Path(examples) if examples else None,
             run_lease_seconds=float(os.environ.get("DHUB_RUN_LEASE_SECONDS") or 30),
+            run_max_attempts=_whole("DHUB_RUN_MAX_ATTEMPTS") or 5,
             providers=ProvidersConfig.from_env(),
             default_max_input_tokens=int(os.environ.get("DHUB_DEFAULT_MAX_INPUT_TOKENS") or 32_000),
             execution=os.environ.get("DHUB_EXECUTION") or "embedded",

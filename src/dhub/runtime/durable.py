@@ -33,7 +33,7 @@ from dhub.engine.state import (
     RunState,
     SleepUntil,
 )
-from dhub.observability import logs, traces
+from dhub.observability import logs, metrics, traces
 from dhub.runtime import journal
 from dhub.runtime.admission import Admission
 from dhub.runtime.executor import RunResult, resume_workflow, run_workflow
@@ -46,6 +46,7 @@ from dhub.runtime.run_writer import (
     RunWriter,
     ServerPeople,
     Stopped,
+    given_up,
     start_state,
 )
 from dhub.store import inbox
@@ -95,8 +96,12 @@ class RunExecutor:
         knowledge: KnowledgeFor | None = None,
         after_write: AfterWrite | None = None,
         admission: Admission | None = None,
+        max_attempts: int = 5,
     ) -> None:
         self.db = db
+        # Executions in a row that may take a run up without it saving a step; the next one
+        # fails it (DHUB_RUN_MAX_ATTEMPTS): a run that cannot go on is not retried for ever.
+        self.max_attempts = max_attempts
         self._knowledge = knowledge
         self._graphs = graphs
         self._functions = functions
@@ -163,8 +168,8 @@ class RunExecutor:
         async with self.db.read(snapshot=True) as conn:
             lapsed = await store.lapsed_runs(conn, now_ms())
         resumed = [run_id for run_id in lapsed if run_id not in self._live]
-        if self.handoff is not None:
-            await self.handoff.requeue(resumed)  # to the queue: any worker may take them
+        if self.handoff is not None:  # to the queue: any worker may take them
+            await (self.handoff.sweep or self.handoff.requeue)(resumed)
             return resumed
         for run_id in resumed:
             self._wake(run_id)
@@ -236,18 +241,31 @@ class RunExecutor:
         live = Live(ServerPeople())
         self._live[run_id] = live
         live.queued = self.admission.ticket(who)
-        live.task = asyncio.ensure_future(self._admitted(live, work))
+        live.task = asyncio.ensure_future(self._admitted(run_id, live, work))
         live.task.add_done_callback(lambda task: self._forget(run_id, live))
         self._start_chores()
         return live
 
-    async def _admitted(self, live: Live, work: Work) -> RunResult | None:
+    async def _admitted(self, run_id: str, live: Live, work: Work) -> RunResult | None:
         await self.admission.wait(live.queued)
         live.queued = None
         try:
-            return await work(live)
+            return await self._attempt(run_id, work, live)
         finally:
             self.admission.release()
+
+    async def _attempt(self, run_id: str, work: Work, live: Live) -> RunResult | None:
+        """``work``; if it fails (its graph does not load, a step cannot be saved), how is
+        kept on the run for its error should it give up, and the lease is let go."""
+        try:
+            return await work(live)
+        except (Parked, Stopped, store.StepConflict):
+            raise  # not failures: the run parked, the server stops, another worker has it
+        except Exception as exc:
+            with contextlib.suppress(Exception):  # the lease lapses anyway
+                async with self.db.write() as conn:
+                    await store.failed_attempt(conn, run_id, self.owner, _describe(exc))
+            raise
 
     def _wake(self, run_id: str) -> Live:
         return self._spawn(run_id, lambda live: self._resume(live, run_id))
@@ -269,8 +287,36 @@ class RunExecutor:
             log.error("run %s stopped: %r", run_id, problem)
 
     async def _claim(self, run_id: str) -> bool:
+        """Take the run up, unless another process holds it, or its last ``max_attempts``
+        executions saved no step: then it is failed instead (False either way)."""
         async with self.db.write() as conn:
-            return await store.claim(conn, run_id, self.owner, now_ms(), self.lease_seconds)
+            taken = await store.take(conn, run_id, self.owner, now_ms(), self.lease_seconds)
+        if taken is None:
+            return False
+        if taken.attempts <= self.max_attempts:
+            return True
+        await self._give_up(run_id, taken)
+        return False
+
+    async def _give_up(self, run_id: str, taken: store.Taken) -> None:
+        """Fail a run that cannot go on, with a step like any other (streams and lists see
+        it end), under the lease just taken."""
+        async with self.db.read(snapshot=True) as conn:
+            run = await store.get_run(conn, run_id)
+            pending = await store.pending_commands(conn, run_id)
+        if run is None:
+            return
+        attempts = taken.attempts - 1
+        write, letters = given_up(run, pending, self.owner, attempts, taken.last_error)
+        try:
+            await self.committer.save(write, letters)
+        except Exception as exc:
+            log.error("run %s could not be failed after %d attempts: %r", run_id, attempts, exc)
+            await self._release(run_id, None)
+            return
+        log.error("run %s failed: %s", run_id, (write.error or {}).get("message"))
+        metrics.run_finished(run.agent_id, "failed", run.created_at)
+        self._notify(run_id)
 
     def _journal(self, live: Live, run: store.RunRecord, state: dict[str, Any]) -> RunWriter:
         writer = RunWriter(
@@ -350,7 +396,7 @@ class RunExecutor:
         outstanding = [c for c in loaded.commands if getattr(c, "command_id", "") in state.pending]
         letters = await self._drop_moot(run_id, outstanding, loaded.letters)
         if _nothing_to_do(outstanding, letters):
-            await self._release(run_id, None)  # woken for nothing: parked as it was
+            await self._release(run_id, None, untried=True)  # woken for nothing: parked
             return None
         writer = self._journal(live, run, loaded.state)
         writer.issued = {c.command_id: c for c in loaded.commands}  # type: ignore[union-attr]
@@ -369,12 +415,14 @@ class RunExecutor:
     def _knowledge_of(self, run: store.RunRecord) -> KnowledgePort | None:
         return None if self._knowledge is None else self._knowledge(run.user_id, run.id)
 
-    async def _release(self, run_id: str, writer: RunWriter | None) -> None:
+    async def _release(
+        self, run_id: str, writer: RunWriter | None, *, untried: bool = False
+    ) -> None:
         if writer is not None and writer.released:
             return  # its last step gave the lease up (it ended, or it is parked)
         with contextlib.suppress(Exception):  # a lapsed lease is taken over anyway
             async with self.db.write() as conn:
-                await store.release(conn, run_id, self.owner)
+                await store.release(conn, run_id, self.owner, untried=untried)
 
     def _parks(self, issued: dict[str, Command]) -> bool:
         """A waiting run leaves memory unless a timer of its own is due soon."""
@@ -517,17 +565,25 @@ class RunExecutor:
 class Handoff:
     """What differs for a worker of distributed mode: ``after_write`` runs in each step
     commit (tell API processes, settle the inbox, schedule a parked run's timer as a job),
-    ``requeue`` queues jobs for runs this process will not execute (lapsed ones it found,
-    the ones it hands back as it stops)."""
+    ``requeue`` queues jobs for runs this process will not execute (the ones it hands back
+    as it stops; and lapsed ones it found, unless ``sweep`` does)."""
 
     after_write: AfterWrite
     requeue: Callable[[list[str]], Awaitable[None]]
+    # For the lapsed runs a sweep found (``requeue`` if None): checked again as they are queued.
+    sweep: Callable[[list[str]], Awaitable[None]] | None = None
 
 
 def _owner(run: store.RunRecord) -> str:
     """Whom the run's functions run for: the sandbox keeps a warm interpreter to one owner, so
     it names the run's user too (an interpreter that served one user never serves another)."""
     return f"{run.agent_id}@{run.agent_version}~{run.user_id}"
+
+
+def _describe(problem: Exception) -> str:
+    """An execution's failure as the run's error will quote it."""
+    text = f"{type(problem).__name__}: {problem}" if str(problem) else type(problem).__name__
+    return text[:2000]
 
 
 def _nothing_to_do(outstanding: list[Command], letters: list[inbox.Letter]) -> bool:

@@ -41,6 +41,28 @@ WHERE j.status = 'doing' AND j.task_name = '{TASK}' AND NOT EXISTS (
 """
 
 
+# Of ``run_ids``, the runs a sweep should queue a job for, as they are now (the sweep's list
+# is stale by the time it gets to them): still unfinished and unheld (not parked), with no job
+# due (one a worker may fetch as this transaction queues another: the queueing lock would not
+# stop the second then) nor under way at a live worker (taken, its run not claimed yet). They
+# are locked until commit; those another transaction holds (a claim, a step, another worker's
+# sweep) are skipped.
+_UNQUEUED = text(f"""
+SELECT r.id FROM runs AS r
+WHERE r.id = ANY(:ids) AND r.status IN ('queued', 'running', 'waiting')
+  AND (r.lease_expires_at IS NULL OR r.lease_expires_at <= :now)
+  AND (r.status <> 'waiting' OR r.lease_owner IS NOT NULL)
+  AND r.id NOT IN (
+    SELECT j.args->>'run_id' FROM procrastinate_jobs AS j
+    LEFT JOIN procrastinate_workers AS w ON w.id = j.worker_id
+    WHERE j.task_name = '{TASK}' AND j.args->>'run_id' IS NOT NULL AND (
+      (j.status = 'todo' AND (j.scheduled_at IS NULL OR j.scheduled_at <= now()))
+      OR (j.status = 'doing' AND w.last_heartbeat > now() - interval '60 seconds')))
+ORDER BY r.id
+FOR UPDATE OF r SKIP LOCKED
+""")
+
+
 def conninfo(database_url: str) -> str:
     """A libpq URL (what psycopg takes) from dhub's database URL."""
     url = make_url(database_url).set(drivername="postgresql")
@@ -87,6 +109,12 @@ class RunQueue:
             await conn.execute(text("ROLLBACK TO SAVEPOINT dhub_enqueue"))
         else:
             await conn.execute(text("RELEASE SAVEPOINT dhub_enqueue"))
+
+    async def unqueued(self, conn: Conn, run_ids: list[str], now: int) -> list[str]:
+        """Of ``run_ids`` (lapsed when a sweep listed them), those that still need a job,
+        locked by ``conn``'s transaction until it commits (see ``_UNQUEUED``)."""
+        rows = await conn.execute(_UNQUEUED, {"ids": run_ids, "now": now})
+        return [str(r[0]) for r in rows]
 
     async def check(self) -> None:
         """Raise unless the queue's tables answer (readiness)."""

@@ -288,6 +288,38 @@ class RunWriter:
         ]
 
 
+def given_up(
+    run: store.RunRecord,
+    pending: list[store.CommandRecord],
+    owner: str,
+    attempts: int,
+    last_error: str | None,
+) -> tuple[StepWrite, list[tuple[str, str]]]:
+    """The step that fails a run whose last ``attempts`` executions saved no step (its graph
+    does not load, its next step cannot be written, its process died each time): status
+    failed with an error of kind ``unrecoverable`` saying why and how often, its open
+    commands cancelled, its lease given up; and the inbox letters of its open tasks. Built
+    from the run's row alone: what made it fail (its graph, its state) is not needed."""
+    why = last_error or "its executions stopped before saving a step"
+    error = {
+        "kind": "unrecoverable",
+        "message": f"the run could not be resumed: {why} ({attempts} attempts)",
+        "attempts": attempts,
+    }
+    at = now_ms()
+    patch: checkpoints.Patch = [
+        ["set", ["status"], "failed"],
+        ["set", ["error"], error],
+        ["set", ["pending"], {}],
+    ]
+    closed: dict[str, store.Closing] = dict.fromkeys((c.command_id for c in pending), "cancelled")
+    events = [{"type": "run.failed", "error": error}]
+    rows = StepRows(run.id, run.step_count, run.event_count + 1, patch, events, [], closed, at)
+    write = StepWrite(rows, owner, "failed", None, ended=True, error=error, release=True)
+    letters = [(run.id, c.command_id) for c in pending if c.kind in store.TASK_KINDS]
+    return write, letters
+
+
 def start_state(
     context: dict[str, Any], conversation: dict[str, Any] | None = None
 ) -> dict[str, Any]:

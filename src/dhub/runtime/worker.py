@@ -49,12 +49,27 @@ def handoff(db: Database, queue: RunQueue) -> Handoff:
         await notify(conn, STEPS_CHANNEL, [w.rows.run_id for w in writes])
 
     async def requeue(run_ids: list[str]) -> None:
-        if run_ids:
+        """The runs this process hands back as it stops."""
+        for batch in _batches(run_ids):
             async with db.write() as conn:
-                for run_id in run_ids:
+                for run_id in batch:
                     await queue.enqueue(conn, run_id)
 
-    return Handoff(after_write, requeue)
+    async def sweep(run_ids: list[str]) -> None:
+        """The runs a sweep found nobody holding: each checked again as its job is queued, in
+        short transactions, so that runs taken meanwhile (by the jobs this or another worker
+        is executing) get no second job (bench/scale.py with two workers: up to half)."""
+        for batch in _batches(run_ids):
+            async with db.write() as conn:
+                for run_id in await queue.unqueued(conn, batch, now_ms()):
+                    await queue.enqueue(conn, run_id)
+
+    return Handoff(after_write, requeue, sweep)
+
+
+def _batches(run_ids: list[str], size: int = 50) -> list[list[str]]:
+    ordered = sorted(set(run_ids))  # every transaction locks runs in the same order
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
 class QueueWorker:

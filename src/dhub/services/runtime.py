@@ -231,6 +231,7 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
         RealClock(),
         owner=f"{role}.{socket.gethostname()}.{os.getpid()}.{new_id('w')[-6:]}",
         lease_seconds=settings.run_lease_seconds,
+        max_attempts=settings.run_max_attempts,
         handoff=handoff(db, queue) if queue is not None else None,
         knowledge=lambda user_id, run_id: KnowledgeCalls(db, user_id, run_id, mcp),
         after_write=None if db.is_sqlite else announce_steps,

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Integer,
     Select,
     bindparam,
+    case,
     func,
     insert,
     or_,
@@ -68,6 +69,7 @@ async def insert_run(
     the events and commands of that step); the seqs given to ``events``. The record's step and
     event counts are ignored: step 0 is the first step, its events are numbered from 1."""
     values = dataclasses.asdict(record) | {"step_count": 1, "event_count": len(events)}
+    values |= {"attempts": 0, "attempt_error": None}
     await conn.execute_plan([(_INSERT_RUN, [values])])
     patch = checkpoints.diff({}, initial_state)
     rows = StepRows(record.id, 0, 1, patch, events, opened, {}, record.created_at)
@@ -128,6 +130,7 @@ async def _advance(
             step_count=runs.c.step_count + 1,
             event_count=runs.c.event_count + new_events,
             updated_at=at,
+            attempts=0,  # a step saved: the run made progress
             **changes,
         )
         .returning(runs.c.event_count)
@@ -359,7 +362,7 @@ async def open_tasks(
 
 # -- leases -------------------------------------------------------------------------------------
 
-_CLAIM = (
+_CLAIMABLE = (
     update(runs)
     .where(
         runs.c.id == bindparam("run_id"),
@@ -371,12 +374,31 @@ _CLAIM = (
         ),
     )
     .values(lease_owner=bindparam("owner"), lease_expires_at=bindparam("until"))
-    .returning(runs.c.id)
+)
+_CLAIM = _CLAIMABLE.returning(runs.c.id)
+# An execution takes the run up: one more attempt since its last saved step (a step resets it).
+_TAKE = _CLAIMABLE.values(attempts=runs.c.attempts + 1).returning(
+    runs.c.attempts, runs.c.attempt_error
 )
 _RELEASE = (
     update(runs)
     .where(runs.c.id == bindparam("run_id"), runs.c.lease_owner == bindparam("owner"))
     .values(lease_owner=None, lease_expires_at=None)
+)
+# Woken for nothing (a parked run nobody answered): that was no attempt to go on.
+_RELEASE_UNTRIED = _RELEASE.values(
+    attempts=case((runs.c.attempts > 0, runs.c.attempts - 1), else_=0)
+)
+# An execution failed before saving a step: how, for the run's error if it gives up. The lease
+# is released unless another owner took the run meanwhile (it may have been released already).
+_FAILED_ATTEMPT = (
+    update(runs)
+    .where(
+        runs.c.id == bindparam("run_id"),
+        runs.c.status.in_(ACTIVE),
+        or_(runs.c.lease_owner.is_(None), runs.c.lease_owner == bindparam("owner")),
+    )
+    .values(attempt_error=bindparam("why"), lease_owner=None, lease_expires_at=None)
 )
 # Parked: waiting for a person or a timer with nobody holding it (DESIGN.md 4). Such a run is
 # not lapsed: an answer or its due timer wakes it (parked_timers), not the start-up recovery.
@@ -391,12 +413,23 @@ _LAPSED = (
     .order_by(runs.c.id)
     .limit(bindparam("limit", type_=Integer))
 )
-_RENEW_ALL = (
-    update(runs)
+# The rows are locked in id order, as a batch of steps locks them (step_batch.py): in any
+# other order the two deadlock on PostgreSQL (an UPDATE has no ORDER BY; its subquery has).
+_RENEWABLE = (
+    select(runs.c.id)
     .where(
         runs.c.lease_owner == bindparam("owner"),
         runs.c.lease_expires_at > bindparam("now"),
         runs.c.status.in_(ACTIVE),
+    )
+    .order_by(runs.c.id)
+    .with_for_update()
+)
+_RENEW_ALL = (
+    update(runs)
+    .where(
+        runs.c.id.in_(_RENEWABLE.scalar_subquery()),
+        runs.c.lease_owner == bindparam("owner"),
     )
     .values(lease_expires_at=bindparam("until"))
 )
@@ -428,8 +461,32 @@ async def claim(conn: Conn, run_id: str, owner: str, now: int, seconds: float) -
     return (await conn.execute(_CLAIM, params)).first() is not None
 
 
-async def release(conn: Conn, run_id: str, owner: str) -> None:
-    await conn.execute(_RELEASE, {"run_id": run_id, "owner": owner})
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A run an execution took up (``take``)."""
+
+    attempts: int  # executions since its last saved step, this one included
+    last_error: str | None  # how an earlier one of them failed, if it could say
+
+
+async def take(conn: Conn, run_id: str, owner: str, now: int, seconds: float) -> Taken | None:
+    """``claim`` for an execution of the run, counted as one more attempt (a saved step
+    resets the count); None when the lease is not ``owner``'s now."""
+    row = (await conn.execute(_TAKE, _lease_params(run_id, owner, now, seconds))).first()
+    return None if row is None else Taken(int(row[0]), row[1])
+
+
+async def release(conn: Conn, run_id: str, owner: str, *, untried: bool = False) -> None:
+    """Give the lease up; ``untried``: the execution did not try to go on (a parked run
+    woken for nothing), so it is not counted as an attempt."""
+    await conn.execute(_RELEASE_UNTRIED if untried else _RELEASE, {"run_id": run_id,
+                                                                   "owner": owner})  # fmt: skip
+
+
+async def failed_attempt(conn: Conn, run_id: str, owner: str, error: str) -> None:
+    """An execution of the run failed before it saved a step: ``error`` is kept for the run's
+    error should it give up, and the lease is released (unless another owner holds it)."""
+    await conn.execute(_FAILED_ATTEMPT, {"run_id": run_id, "owner": owner, "why": error})
 
 
 async def lapsed_runs(conn: Conn, now: int, limit: int = 1000) -> list[str]:

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, bindparam, case, func, insert, null, update
+from sqlalchemy import JSON, BigInteger, Boolean, bindparam, case, func, insert, null, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.base import Executable
 
@@ -98,24 +98,20 @@ _PROGRESS = {
     "lease_owner": bindparam("b_lease_owner"),
     # Written only by the steps that change it (a model call's): NULL keeps the column.
     "usage": func.coalesce(bindparam("b_usage", type_=JSON(none_as_null=True)), runs.c.usage),
+    # A step that changed the state (or its commands) is progress: the run's count of
+    # executions that made none starts again. Streamed events alone are not.
+    "attempts": case((bindparam("b_progress", type_=Boolean), 0), else_=runs.c.attempts),
     "lease_expires_at": case(
         (bindparam("b_release", type_=Boolean), null()), else_=runs.c.lease_expires_at
     ),
+    # Written by the step that ends the run (NULL keeps them: NULL until then).
+    "outputs": func.coalesce(bindparam("b_outputs", type_=runs.c.outputs.type), runs.c.outputs),
+    "error": func.coalesce(bindparam("b_error", type_=runs.c.error.type), runs.c.error),
+    "finished_at": func.coalesce(bindparam("b_finished", type_=BigInteger), runs.c.finished_at),
 }
-# Two shapes, so each is one executemany: a step that goes on, and the step that ends the run.
+# One shape for every step, so that a batch is one executemany over its runs in id order: the
+# order lease renewal locks them in too (runs.renew_all), or the two deadlock on PostgreSQL.
 _STEP = update(runs).where(*_WHERE).values(_PROGRESS)
-_END = (
-    update(runs)
-    .where(*_WHERE)
-    .values(
-        {
-            **_PROGRESS,
-            "outputs": bindparam("b_outputs", type_=runs.c.outputs.type),
-            "error": bindparam("b_error", type_=runs.c.error.type),
-            "finished_at": bindparam("b_at"),
-        }
-    )
-)
 _INSERT_STEP = insert(run_steps)
 _INSERT_EVENT = insert(run_events)
 _INSERT_COMMAND = insert(run_commands)
@@ -135,17 +131,14 @@ async def write_steps(conn: Conn, writes: Sequence[StepWrite]) -> None:
     """Save ``writes`` in the caller's write transaction (BatchConflict: roll it back)."""
     if not writes:
         return
-    plan = [
-        (_STEP, [_run_values(w) for w in writes if not w.ended]),
-        (_END, [_run_values(w) for w in writes if w.ended]),
-        *_row_plan([w.rows for w in writes]),
-    ]
+    ordered = sorted(writes, key=lambda w: (w.rows.run_id, w.rows.step))
+    plan = [(_STEP, [_run_values(w) for w in ordered]), *_row_plan([w.rows for w in writes])]
     try:
         counts = await conn.execute_plan(plan)  # one round trip on PostgreSQL
     except IntegrityError as exc:
         # A step row or event seq taken already: another worker stepped the run.
         raise _conflict(writes, len(writes)) from exc
-    matched = counts[0] + counts[1]  # the guarded run updates
+    matched = counts[0]  # the guarded run updates
     if matched != len(writes):
         raise _conflict(writes, len(writes) - matched)
     for w in writes:
@@ -207,9 +200,11 @@ def _run_values(w: StepWrite) -> dict[str, Any]:
         "b_lease_owner": None if w.release else w.owner,
         "b_release": w.release,
         "b_usage": w.usage,
+        "b_progress": bool(w.ended or w.rows.patch or w.rows.opened or w.rows.closed),
+        "b_outputs": w.outputs if w.ended else None,
+        "b_error": w.error if w.ended else None,
+        "b_finished": w.rows.at if w.ended else None,
     }
-    if w.ended:
-        values |= {"b_outputs": w.outputs, "b_error": w.error}
     return values
 
 

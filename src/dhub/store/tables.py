@@ -18,6 +18,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 
 metadata = MetaData()
@@ -264,6 +265,10 @@ runs = Table(
     Column("updated_at", BigInteger, nullable=False),
     Column("lease_owner", String(200)),
     Column("lease_expires_at", BigInteger),
+    # Executions that took the run up since its last saved step, and how the last one failed
+    # (store/runs.py ``take``): a run at DHUB_RUN_MAX_ATTEMPTS fails instead (0017).
+    Column("attempts", Integer, nullable=False, server_default=text("0")),
+    Column("attempt_error", Text),
     # NULL keys are distinct, so runs without a key never collide.
     UniqueConstraint("agent_id", "idempotency_key", name="uq_runs_agent_idempotency"),
     Index("ix_runs_agent", "agent_id", "id"),
