@@ -41,6 +41,9 @@ WHERE j.status = 'doing' AND j.task_name = '{TASK}' AND NOT EXISTS (
 """
 
 
+# A worker is alive while procrastinate saw its heartbeat (every 10 s) in the last 30 s (its
+# own stalled_worker_timeout): a dead worker's runs are queued again that soon, about when
+# their leases (DHUB_RUN_LEASE_SECONDS, 30) lapse; not a minute later.
 # Of ``run_ids``, the runs a sweep should queue a job for, as they are now (the sweep's list
 # is stale by the time it gets to them): still unfinished and unheld (not parked), with no job
 # due (one a worker may fetch as this transaction queues another: the queueing lock would not
@@ -57,7 +60,7 @@ WHERE r.id = ANY(:ids) AND r.status IN ('queued', 'running', 'waiting')
     LEFT JOIN procrastinate_workers AS w ON w.id = j.worker_id
     WHERE j.task_name = '{TASK}' AND j.args->>'run_id' IS NOT NULL AND (
       (j.status = 'todo' AND (j.scheduled_at IS NULL OR j.scheduled_at <= now()))
-      OR (j.status = 'doing' AND w.last_heartbeat > now() - interval '60 seconds')))
+      OR (j.status = 'doing' AND w.last_heartbeat > now() - interval '30 seconds')))
 ORDER BY r.id
 FOR UPDATE OF r SKIP LOCKED
 """)
