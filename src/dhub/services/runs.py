@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -181,17 +182,28 @@ class EventHub:
 
     async def wait(self, run_id: str, seconds: float) -> None:
         """Until the run's next saved step, or ``seconds``."""
+        with self.watching(run_id) as woken:
+            await self.until(woken, seconds)
+
+    @contextlib.contextmanager
+    def watching(self, run_id: str) -> Iterator[asyncio.Event]:
+        """An event set by the run's next saved step from now on: taken before reading the
+        stored events, a step saved during that read is not missed (a wait begun after the
+        read would sleep through it, until the keep-alive)."""
         event = asyncio.Event()
         self._waiting.setdefault(run_id, set()).add(event)
         try:
-            await asyncio.wait_for(event.wait(), seconds)
-        except TimeoutError:
-            pass
+            yield event
         finally:
             waiting = self._waiting.get(run_id, set())
             waiting.discard(event)
             if not waiting:
                 self._waiting.pop(run_id, None)
+
+    @staticmethod
+    async def until(woken: asyncio.Event, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(woken.wait(), seconds)
 
 
 class RunService:
@@ -442,17 +454,18 @@ class RunService:
         source: a stream that reconnects with its last seq sees each event exactly once. The
         caller checks access first (``get``): a stream's status is sent before it starts."""
         while True:
-            async with self.db.read(snapshot=True) as conn:
-                found = await store.events_after(conn, run_id, after, 500)
-                run = await store.get_run(conn, run_id)
-            for event in found:
-                after = event.seq
-                yield event
-            if found:
-                continue
-            if run is None or run.status in FINISHED:
-                return
-            await self.hub.wait(run_id, self.keepalive)
+            with self.hub.watching(run_id) as woken:
+                async with self.db.read(snapshot=True) as conn:
+                    found = await store.events_after(conn, run_id, after, 500)
+                    run = await store.get_run(conn, run_id)
+                for event in found:
+                    after = event.seq
+                    yield event
+                if found:
+                    continue
+                if run is None or run.status in FINISHED:
+                    return
+                await self.hub.until(woken, self.keepalive)
             yield None
 
 
