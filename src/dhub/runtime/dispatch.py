@@ -28,6 +28,7 @@ from dhub.runtime.queue import RunQueue
 from dhub.store import inbox
 from dhub.store import runs as store
 from dhub.store.db import Conn, Database
+from dhub.store.step_batch import StepWrite
 
 INBOX_CHANNEL = "dhub_inbox"  # payload: a run id whose inbox has a new letter
 STEPS_CHANNEL = "dhub_steps"  # payload: a run id with a new step saved (for event streams)
@@ -136,3 +137,9 @@ async def notify(conn: Conn, channel: str, run_ids: Sequence[str]) -> None:
     """NOTIFY ``channel`` once per run id, delivered when ``conn``'s transaction commits."""
     if run_ids:
         await conn.execute(_NOTIFY, {"channel": channel, "ids": sorted(set(run_ids))})
+
+
+async def announce_steps(conn: Conn, writes: Sequence[StepWrite]) -> None:
+    """NOTIFY the runs a step commit saved (PostgreSQL), so that the event streams of other
+    processes (API processes, other embedded servers) wake at once, not at their keep-alive."""
+    await notify(conn, STEPS_CHANNEL, [w.rows.run_id for w in writes])

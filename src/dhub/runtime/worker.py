@@ -23,7 +23,7 @@ from collections.abc import Coroutine, Sequence
 from typing import Any
 
 from dhub.domain.ids import now_ms
-from dhub.runtime.dispatch import INBOX_CHANNEL, STEPS_CHANNEL, notify
+from dhub.runtime.dispatch import INBOX_CHANNEL, announce_steps
 from dhub.runtime.durable import Handoff, RunExecutor
 from dhub.runtime.notify import Listener
 from dhub.runtime.queue import QUEUE, RunQueue
@@ -46,7 +46,7 @@ def handoff(db: Database, queue: RunQueue) -> Handoff:
         for w in writes:
             if w.wake_at is not None:  # a durable timer; a stale one wakes it for nothing
                 await queue.enqueue(conn, w.rows.run_id, at=w.wake_at, once=False)
-        await notify(conn, STEPS_CHANNEL, [w.rows.run_id for w in writes])
+        await announce_steps(conn, writes)
 
     async def requeue(run_ids: list[str]) -> None:
         """The runs this process hands back as it stops."""

@@ -15,7 +15,7 @@ import io
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -23,7 +23,7 @@ from dhub.domain.ids import new_id
 from dhub.observability import traces
 from dhub.providers.registry import Providers
 from dhub.runtime.admission import Admission, default_limit
-from dhub.runtime.dispatch import STEPS_CHANNEL, Dispatch, InProcess, Queued, notify
+from dhub.runtime.dispatch import STEPS_CHANNEL, Dispatch, InProcess, Queued, announce_steps
 from dhub.runtime.durable import RunExecutor
 from dhub.runtime.model import ProviderModel
 from dhub.runtime.notify import Handler, Listener
@@ -38,8 +38,7 @@ from dhub.services.mcp_client import McpClients
 from dhub.services.runs import Graphs
 from dhub.services.secret_vault import SecretVault
 from dhub.settings import Settings, secure_data_dir
-from dhub.store.db import Conn, Database
-from dhub.store.step_batch import StepWrite
+from dhub.store.db import Database
 
 log = logging.getLogger("dhub.sandbox")
 stop_log = logging.getLogger("dhub.runtime")
@@ -91,18 +90,15 @@ class Runtime:
         ``hub``, an API process's streams hear of steps saved by other processes. The runs
         resumed (embedded). Then the scheduler, if set, starts its loop."""
         resumed: list[str] = []
+        if hub is not None and not self.db.is_sqlite:
+            # Workers, or other embedded servers on this database, may execute the runs this
+            # process's streams follow: their step commits NOTIFY (``announce_steps``).
+            self.listener = Listener(self.db.url, {STEPS_CHANNEL: _steps(hub)})
+            self.listener.start()
         if self.queue is None:
-            if hub is not None and not self.db.is_sqlite:
-                # Other embedded servers on this database may execute the runs this one's
-                # streams follow: their step commits NOTIFY (``announce_steps``).
-                self.listener = Listener(self.db.url, {STEPS_CHANNEL: _steps(hub)})
-                self.listener.start()
             resumed = await self.executor.recover()
         else:
             await self.queue.open()
-            if hub is not None:
-                self.listener = Listener(self.db.url, {STEPS_CHANNEL: _steps(hub)})
-                self.listener.start()
             if self.worker is not None:
                 await self.worker.start()
         if self.scheduler is not None:
@@ -166,12 +162,6 @@ def stop_watch(seconds: float = STOP_SECONDS) -> asyncio.Task[None]:
         stop_log.error("stopping takes over %g s. Tasks pending:\n%s", seconds, pending_tasks())
 
     return asyncio.ensure_future(report())
-
-
-async def announce_steps(conn: Conn, writes: Sequence[StepWrite]) -> None:
-    """An embedded server on PostgreSQL: each step commit NOTIFYs the runs it saved, so
-    another server's event streams of them wake at once (not at their keep-alive)."""
-    await notify(conn, STEPS_CHANNEL, [w.rows.run_id for w in writes])
 
 
 def _steps(hub: _Hub) -> Handler:
