@@ -87,3 +87,30 @@ def test_a_value_that_changes_type_but_not_equality_is_saved() -> None:
     rebuilt = checkpoints.apply(copy.deepcopy(before), patch)
     assert [type(v) for v in rebuilt["a"]] == [bool, bool, float]
     assert type(rebuilt["b"]["x"]) is bool
+
+
+def _containers(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [value, *(c for v in value.values() for c in _containers(v))]
+    if isinstance(value, list):
+        return [value, *(c for v in value for c in _containers(v))]
+    return []
+
+
+@given(st.lists(states, min_size=2, max_size=5))
+@settings(max_examples=300, deadline=None)
+def test_advancing_step_by_step_replays_and_never_shares_the_live_state(
+    sequence: list[Any],
+) -> None:
+    """What the run writer does: each step's patch against the last snapshot; replaying the
+    patches gives every state, and the snapshot owns its containers (the engine mutates the
+    live state in place, and that must never change what the next diff compares against)."""
+    replayed: dict[str, Any] = {}
+    before: dict[str, Any] = {}
+    for state in sequence:
+        live = copy.deepcopy(state)
+        patch, before = checkpoints.advance(before, live)
+        replayed = apply(replayed, json.loads(json.dumps(patch)))
+        assert same(replayed, state) and same(before, state)
+        live_ids = {id(c) for c in _containers(live)}
+        assert not live_ids & {id(c) for c in _containers(before)}

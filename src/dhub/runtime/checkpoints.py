@@ -58,22 +58,40 @@ def _advance(before: Any, after: Any, path: Path, patch: Patch) -> Any:
 def _advance_dict(
     before: dict[str, Any], after: dict[str, Any], path: Path, patch: Patch
 ) -> dict[str, Any]:
+    # The hot loop of a saved step: most values are unchanged scalars or small unchanged
+    # dicts, so those are settled here without a call, and a child's path is only built for
+    # a value that is not plainly the same.
+    if not before.keys() <= after.keys():
+        for key in before:
+            if key not in after:
+                patch.append(["del", [*path, key]])
     out = {}
-    for key in before:
-        if key not in after:
-            patch.append(["del", [*path, key]])
     for key, value in after.items():
         old = before.get(key, _MISSING)
         kind = type(value)
-        # Unchanged scalars are most of a state: compared here, without a call per value.
         if old is value or (kind is type(old) and kind in _SCALARS and old == value):
             out[key] = old
         elif old is _MISSING:
             patch.append(["set", [*path, key], value])
             out[key] = _copy(value)
+        elif kind is dict and type(old) is dict and _flat_same(old, value):
+            out[key] = old
         else:
             out[key] = _advance(old, value, [*path, key], patch)
     return out
+
+
+def _flat_same(before: dict[str, Any], after: dict[str, Any]) -> bool:
+    """Whether two dicts of scalars are equal as JSON (False also when either holds a
+    container: the caller then compares them in full)."""
+    if len(before) != len(after):
+        return False
+    for key, value in after.items():
+        old = before.get(key, _MISSING)
+        kind = type(value)
+        if not (old is value or (kind is type(old) and kind in _SCALARS and old == value)):
+            return False
+    return True
 
 
 _MISSING = object()

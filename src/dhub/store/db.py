@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Engine, Table, create_engine, event, text
 from sqlalchemy.engine import Connection, make_url
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.sql.base import Executable
 
@@ -407,8 +407,14 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
-        immediate = conn.get_execution_options().get(_WRITE, False)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+        # On the driver itself: through exec_driver_sql this was a tenth of a saved step.
+        sql = "BEGIN IMMEDIATE" if conn.get_execution_options().get(_WRITE, False) else "BEGIN"
+        raw = conn.connection.dbapi_connection
+        assert raw is not None
+        try:
+            raw.execute(sql)
+        except sqlite3.Error as exc:
+            raise DBAPIError.instance(sql, None, exc, sqlite3.Error) from exc
 
 
 def _ensure_wal(cursor: Any) -> None:
