@@ -57,10 +57,14 @@ async def test_a_failed_write_rolls_back_and_the_next_one_works(tmp_path: Path) 
     try:
         async with db.write() as conn:
             await conn.execute(text("CREATE TABLE t (x INTEGER PRIMARY KEY)"))
-        with pytest.raises(RuntimeError):
+
+        async def failing() -> None:
             async with db.write() as conn:
                 await conn.execute(text("INSERT INTO t VALUES (1)"))
                 raise RuntimeError("the caller's own failure")
+
+        with pytest.raises(RuntimeError):
+            await failing()
         async with db.write() as conn:
             await conn.execute(text("INSERT INTO t VALUES (2)"))
         async with db.write() as conn:
