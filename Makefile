@@ -129,6 +129,7 @@ bench: uv-available
 	$(BIN)/python bench/runs.py
 	$(BIN)/python bench/providers.py
 	$(BIN)/python bench/react.py
+	$(BIN)/python bench/goals.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis web/node_modules src/dhub/api/console

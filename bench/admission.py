@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import gc
 import itertools
+import json
 import os
 import statistics
 import tempfile
@@ -156,6 +157,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, default=default_limit(), help="admission's limit")
     what = "code nodes sleeping 10 ms in the sandbox (DHUB_SANDBOX=unsafe unless set)"
     parser.add_argument("--code", action="store_true", help=what)
+    parser.add_argument("--json", type=Path, help="also write both sides' figures here")
     args = parser.parse_args()
     if args.code:
         os.environ.setdefault("DHUB_SANDBOX", "unsafe")
@@ -172,6 +174,8 @@ def main() -> None:
     for key in results["admission"]:
         a, b = results["admission"][key], results["all at once"][key]
         print(f"{key:22} {a:12.3f} {b:12.3f}   {goals.get(key, '')}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
