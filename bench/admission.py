@@ -1,9 +1,9 @@
 """Admission under a burst (issue 23): 1,000 runs submitted at once to the embedded server,
 with admission (``DHUB_MAX_ACTIVE_RUNS``, its default from this machine's cores and memory)
-and without it (every run let in at once, as before), in one process, interleaved.
+and without it (every run let in at once, as before), one after the other.
 
-The app (``create_app``, SQLite in a temporary directory) executes the runs itself; the
-client speaks to it through the ASGI transport (no socket: both sides would pay the same).
+The server (``dhub serve``, SQLite in a temporary directory, ``DHUB_MAX_ACTIVE_RUNS`` set)
+runs in a process of its own and executes the runs itself; the client speaks to it over TCP.
 Each run is a chain of 10 ``variable`` nodes, every step saved: what the engine and the
 durable layer cost, nothing else; or (``--code``) of 10 code nodes whose function sleeps 10 ms
 in the sandbox, bench/scale.py's stock run. For each side:
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import itertools
 import json
 import os
@@ -36,13 +35,12 @@ from typing import Any
 
 import httpx
 
-from dhub.api.app import create_app
+from api_latency import dhub_serve_command, free_port, server, wait_ready
 from dhub.runtime.admission import default_limit
-from dhub.settings import Settings
 
 TOKEN = "dhub_bench_admission_token"
 SLEEPER = "import time\n\ndef main():\n    time.sleep(0.01)\n    return {'v': 1}\n"
-UNLIMITED = 1 << 30
+UNLIMITED = 1 << 30  # every run let in at once
 
 
 def chain(steps: int, code: bool) -> dict[str, Any]:
@@ -64,14 +62,26 @@ def chain(steps: int, code: bool) -> dict[str, Any]:
 
 @asynccontextmanager
 async def running_app(data_dir: Path, limit: int) -> Any:
-    settings = Settings(data_dir=data_dir, database_url=f"sqlite:///{data_dir / 'dhub.db'}",
-                        admin_token=TOKEN, max_active_runs=limit)  # fmt: skip
-    app = create_app(settings)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://bench",
-                                     headers={"Authorization": f"Bearer {TOKEN}"},
-                                     timeout=120) as client:  # fmt: skip
+    """``dhub serve`` in a process of its own, spoken to over TCP: requests then arrive as a
+    real server sees them (through the ASGI transport, in-process, a request that never
+    waits on I/O runs to its end without letting the runs it started move)."""
+    os.makedirs(data_dir)
+    port = free_port()
+    argv = [*dhub_serve_command(), "--host", "127.0.0.1", "--port", str(port),
+            "--data-dir", str(data_dir)]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DHUB_")}
+    env.update(DHUB_ADMIN_TOKEN=TOKEN, DHUB_MAX_ACTIVE_RUNS=str(limit))
+    if "DHUB_SANDBOX" in os.environ:
+        env["DHUB_SANDBOX"] = os.environ["DHUB_SANDBOX"]
+    base = f"http://127.0.0.1:{port}"
+    log = data_dir / "dhub.log"
+    with server(argv, env, log) as proc:
+        wait_ready(f"{base}/healthz", proc, log)
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        limits = httpx.Limits(max_connections=80)
+        async with httpx.AsyncClient(
+            base_url=base, timeout=120, headers=headers, limits=limits
+        ) as client:
             yield client
 
 
@@ -125,7 +135,6 @@ async def side(tmp: Path, limit: int, runs: int, code: bool) -> dict[str, float]
         made = await client.post("/api/v1/agents", json=chain(10, code))
         assert made.status_code == 201, made.text
         agent_id = made.json()["id"]
-        gc.freeze()
         began = time.perf_counter()  # the throughput: 200 runs at once
         await submit(client, agent_id, 200)
         await finished(client, agent_id, 200)

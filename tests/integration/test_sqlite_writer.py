@@ -72,3 +72,39 @@ async def test_a_failed_write_rolls_back_and_the_next_one_works(tmp_path: Path) 
         assert [r[0] for r in rows] == [2]
     finally:
         await db.dispose()
+
+
+async def test_saved_steps_go_before_other_waiting_writers(tmp_path: Path) -> None:
+    """``write(first=True)`` (the group committer's) is served before the writers already
+    waiting, in order among themselves; a waiter cancelled in the queue never wedges it."""
+    db = Database(f"sqlite:///{tmp_path / 'o.db'}")
+    await db.migrate()
+    order: list[str] = []
+    release = asyncio.Event()
+
+    async def writer(name: str, first: bool = False, hold: bool = False) -> None:
+        async with db.write(first=first):
+            order.append(name)
+            if hold:
+                await release.wait()
+
+    try:
+        holder = asyncio.ensure_future(writer("holder", hold=True))
+        await asyncio.sleep(0.01)
+        waiting = [asyncio.ensure_future(writer("api 1"))]
+        await asyncio.sleep(0)
+        gone = asyncio.ensure_future(writer("cancelled", first=True))
+        await asyncio.sleep(0)
+        waiting += [asyncio.ensure_future(writer("api 2")),
+                    asyncio.ensure_future(writer("step 1", first=True))]  # fmt: skip
+        await asyncio.sleep(0)
+        waiting.append(asyncio.ensure_future(writer("step 2", first=True)))
+        await asyncio.sleep(0.01)
+        gone.cancel()
+        release.set()
+        await asyncio.wait_for(asyncio.gather(holder, *waiting), 10)
+        assert order == ["holder", "step 1", "step 2", "api 1", "api 2"]
+        async with db.write():  # and the connection is free again
+            order.append("after")
+    finally:
+        await db.dispose()

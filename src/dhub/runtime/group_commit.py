@@ -86,7 +86,7 @@ class GroupCommitter:
         writes = [write for write, _, _ in batch]
         taken = [pair for _, pairs, _ in batch for pair in pairs]
         try:
-            async with self._db.write(pinged=False) as conn:
+            async with self._db.write(pinged=False, first=True) as conn:
                 await self._write_in(conn, writes, taken)
         except DBAPIError as exc:
             if not exc.connection_invalidated:
