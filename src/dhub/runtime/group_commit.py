@@ -42,6 +42,9 @@ class GroupCommitter:
         self._after = after
         self._queue: list[_Item] = []
         self._flusher: asyncio.Task[None] | None = None
+        # Made once: a lone run starts a flusher per step, and making one was a tenth of its
+        # step. One flusher at a time runs in it (a context is entered by one task at once).
+        self._context = untraced()
         self.commits = 0  # transactions committed (the benchmark reports steps per commit)
 
     def save(self, write: StepWrite, taken: Taken = ()) -> asyncio.Future[None]:
@@ -54,7 +57,7 @@ class GroupCommitter:
             # Started, not run: the runs that are ready now queue their steps first. In a
             # context of its own: it writes many runs' steps, not the caller's.
             loop = asyncio.get_running_loop()
-            self._flusher = loop.create_task(self._flush(), context=untraced())
+            self._flusher = loop.create_task(self._flush(), context=self._context)
         return future
 
     async def _flush(self) -> None:
