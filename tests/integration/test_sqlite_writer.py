@@ -76,7 +76,8 @@ async def test_a_failed_write_rolls_back_and_the_next_one_works(tmp_path: Path) 
 
 async def test_saved_steps_go_before_other_waiting_writers(tmp_path: Path) -> None:
     """``write(first=True)`` (the group committer's) is served before the writers already
-    waiting, in order among themselves; a waiter cancelled in the queue never wedges it."""
+    waiting, but every other turn goes to those (steps cannot starve requests); a waiter
+    cancelled in the queue never wedges it."""
     db = Database(f"sqlite:///{tmp_path / 'o.db'}")
     await db.migrate()
     order: list[str] = []
@@ -103,7 +104,7 @@ async def test_saved_steps_go_before_other_waiting_writers(tmp_path: Path) -> No
         gone.cancel()
         release.set()
         await asyncio.wait_for(asyncio.gather(holder, *waiting), 10)
-        assert order == ["holder", "step 1", "step 2", "api 1", "api 2"]
+        assert order == ["holder", "step 1", "api 1", "step 2", "api 2"]
         async with db.write():  # and the connection is free again
             order.append("after")
     finally:

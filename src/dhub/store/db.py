@@ -362,13 +362,15 @@ class _SqliteWriter:
 
 
 class _Turns:
-    """The write connection's turns, in order of asking, except that those asking ``first``
-    go before every other waiter. Saved steps ask first: under a burst of API writes (a
-    thousand runs submitted at once) they would otherwise wait behind every queued request,
-    and runs already going would stall while new ones are accepted."""
+    """The write connection's turns, in order of asking, except that one asking ``first``
+    goes before the others waiting, once in every two turns: saved steps ask first, so that
+    under a burst of API writes (a thousand runs submitted at once) runs already going keep
+    moving instead of waiting behind every queued request; and requests still get every
+    other turn, so a steady stream of steps cannot starve them."""
 
     def __init__(self) -> None:
         self._busy = False
+        self._last_first = False  # whether the turn going on (or the last) was a first one
         self._waiting: tuple[deque[asyncio.Future[None]], deque[asyncio.Future[None]]] = (
             deque(),
             deque(),
@@ -389,18 +391,21 @@ class _Turns:
                     queue.remove(waiter)
                 raise
         else:
-            self._busy = True
+            self._busy, self._last_first = True, first
         try:
             yield
         finally:
             self._next()
 
     def _next(self) -> None:
-        for queue in self._waiting:
+        order = (1, 0) if self._last_first and self._waiting[1] else (0, 1)
+        for index in order:
+            queue = self._waiting[index]
             while queue:
                 waiter = queue.popleft()
                 if not waiter.done():
                     waiter.set_result(None)  # the turn passes on: still busy
+                    self._last_first = index == 0
                     return
         self._busy = False
 
