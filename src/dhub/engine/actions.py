@@ -170,7 +170,7 @@ def function_request(
     function = getattr(item, "function", None)
     if function is None:
         # Stored tools and actors are resolved for the run's user before the graph compiles
-        # (services/runs.py Graphs); one still named here is one that user cannot run (the
+        # (services/graphs.py Graphs); one still named here is one that user cannot run (the
         # message is the reference check's own, whatever the reason) or, under `dhub run
         # FILE`, one that is never resolved.
         what = "tool" if isinstance(node, ToolCallWorkflowNode) else "actor"
@@ -345,7 +345,7 @@ def document(ev: Evaluate, node: TemplateWorkflowNode, scope: Scope) -> tuple[st
     config = node.config
     if not isinstance(config, ResolvedTemplateConfig):
         if is_template_id(config.template):
-            # Resolved for the run's user before the graph compiles (services/runs.py
+            # Resolved for the run's user before the graph compiles (services/graphs.py
             # Graphs); one still named here is one that user cannot read, or, under
             # `dhub run FILE`, one that is never resolved.
             raise NodeFailure(

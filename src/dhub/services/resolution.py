@@ -1,4 +1,4 @@
-"""What a react agent's references name, for the runtime (services/runs.py ``Graphs``).
+"""What a react agent's references name, for the runtime (services/graphs.py ``Graphs``).
 
 ``resolve_agent`` renders the system prompt and replaces every reference (a tool, actor or
 role by id, the object form's overrides applied, another agent as a role) with the inline

@@ -33,9 +33,9 @@ from dhub.runtime.worker import QueueWorker, handoff
 from dhub.sandbox.runner import SandboxRunner, SandboxSettings
 from dhub.services import secrets
 from dhub.services.builtins import install_builtins
+from dhub.services.graphs import Graphs
 from dhub.services.knowledge import KnowledgeCalls
 from dhub.services.mcp_client import McpClients
-from dhub.services.runs import Graphs
 from dhub.services.secret_vault import SecretVault
 from dhub.settings import Settings, secure_data_dir
 from dhub.store.db import Database
