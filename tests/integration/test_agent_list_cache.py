@@ -166,3 +166,17 @@ def test_a_caller_never_sees_what_another_callers_list_cached(
         assert views.listed(server, BUILDER)[shared]["my_share_scope"] == "admin"
         assert mine not in views.listed(server, bob, q="mine")
         assert marked not in views.listed(server, bob, name="marked")
+
+
+def test_without_the_cache_lists_are_the_same(settings: Settings, client: TestClient) -> None:
+    w = World(client)
+    alice = w.user("alice")
+    ids = [w.agent(f"a{i}", owners=[alice]) for i in range(3)]
+    uncached = Settings(**{**vars(settings), "list_cache_mb": 0})
+    with TestClient(create_app(uncached)) as plain:
+        plain.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        views = Views(w, {"cached": client, "plain": plain})
+        for _ in range(2):  # the second time from the cache
+            seen = views.check([BUILDER, alice], ids)
+            assert seen["cached", alice] == seen["plain", alice]
+            assert seen["cached", BUILDER] == seen["plain", BUILDER]
