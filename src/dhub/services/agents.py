@@ -265,9 +265,8 @@ class AgentService:
                 reach = await self._reach.get(conn, visible.principals, held, visible.builtins)
             marks = await repo.list_markers(conn, flt, visible, after, limit + 1, reach)
             caller = cache.caller((principal, epoch))
-            hits = [cache.get((caller, *mark)) for mark in marks[:limit]]
-            items = [item for item in hits if item is not None]
-            if len(items) < len(hits):  # read and render the page; keep each agent's bytes
+            items = cache.get_all(caller, marks[:limit])
+            if items is None:  # read and render the page; keep each agent's bytes
                 found = await repo.list_agents(conn, flt, visible, after, limit + 1, reach)
                 marks = [_marker(row.record) for row in found]
                 items = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 
 DEFAULT_MB = 64  # DHUB_LIST_CACHE_MB: 10,000 agents of the bench's ~2.3 KB each take 23 MB
 _ENTRY_OVERHEAD = 200  # bytes an entry costs besides its value: key tuple, dict slot, node
@@ -42,6 +42,19 @@ class RenderedCache:
         found = self._entries.get(key)
         if found is not None:
             self._entries.move_to_end(key)
+        return found
+
+    def get_all(self, caller: int, markers: Sequence[tuple[Hashable, ...]]) -> list[bytes] | None:
+        """The bytes kept for each of ``markers`` (keyed ``(caller, *marker)``), or None when
+        any is missing: one call per page rather than one per item."""
+        entries, found = self._entries, []
+        for marker in markers:
+            key = (caller, *marker)
+            value = entries.get(key)
+            if value is None:
+                return None
+            entries.move_to_end(key)
+            found.append(value)
         return found
 
     def put(self, key: Hashable, value: bytes) -> None:
