@@ -245,7 +245,7 @@ class AgentService:
         the documents was most of a list's time).
 
         Whatever renders differently moves one of those: a new version of the document (its
-        name, folder, tags...), its markings, and the epoch, which every change of owners,
+        name, folder, tags...), and the epoch, which every change of owners,
         grants, markings, the folder tree, or a user's or group's profile bumps in its own
         transaction. The caller (its groups and markings too) decides its share scope. The
         access conditions stay in SQL: the Markers come from the statement ``page`` runs,
@@ -545,7 +545,7 @@ def _view(principal: Principal, row: repo.AgentRow) -> tuple[AgentView, policy.A
 
 
 def _marker(record: repo.AgentRecord) -> repo.Marker:
-    return (record.id, record.version, record.updated_at, record.markings)
+    return (record.id, record.version, record.updated_at)
 
 
 def _require(principal: Principal, action: policy.Action, found: repo.AgentRow) -> policy.Access:

@@ -389,10 +389,12 @@ async def list_agents(
     ]
 
 
-Marker = tuple[str, int, int, str]
-"""An agent's id, version, updated_at and markings: what changes whenever its row renders
-differently (its document changes only with a new version; markings are not versioned)."""
-_MARKER_COLUMNS = (agents.c.id, agents.c.version, agents.c.updated_at, agents.c.markings)
+Marker = tuple[str, int, int]
+"""An agent's id, version and updated_at: with the access epoch, what changes whenever its row
+renders differently (its document changes only with a new version; its markings, which are not
+versioned, change only with the epoch, sharing.set_markings). Markings stay out of it so the
+index that holds it stays small: a long markings list would not fit a PostgreSQL index row."""
+_MARKER_COLUMNS = (agents.c.id, agents.c.version, agents.c.updated_at)
 
 
 async def list_markers(
@@ -407,7 +409,7 @@ async def list_markers(
     included, the same rows in the same order), without reading the documents or owners."""
 
     def markers(rows: Sequence[Any]) -> list[Marker]:
-        return [(r[0], r[1], r[2], r[3]) for r in rows]
+        return [(r[0], r[1], r[2]) for r in rows]
 
     if visible.restricted and reach is None:
         reach = await _reach_of(conn, visible)

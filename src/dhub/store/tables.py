@@ -73,7 +73,7 @@ agents = Table(
     # The built-ins, which every caller's reach includes (store/sharing.py), found by index.
     Index("ix_agents_builtin", "is_builtin", "id"),
     # A list page's Markers (store/agents.py list_markers), read from the index alone.
-    Index("ix_agents_markers", "id", "version", "updated_at", "markings"),
+    Index("ix_agents_markers", "id", "version", "updated_at"),
 )
 
 agent_versions = Table(

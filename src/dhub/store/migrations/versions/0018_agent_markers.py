@@ -1,5 +1,5 @@
-"""What a list page of agents reads first (issue 23): each agent's id, version, update time and
-markings (its Marker, store/agents.py), from an index that holds them, without reading the
+"""What a list page of agents reads first (issue 23): each agent's id, version and update time
+(its Marker, store/agents.py), from an index that holds them, without reading the
 rows and their documents; the rendered agents come from the server's cache.
 
 Revision ID: 0018
@@ -17,7 +17,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_index("ix_agents_markers", "agents", ["id", "version", "updated_at", "markings"])
+    op.create_index("ix_agents_markers", "agents", ["id", "version", "updated_at"])
 
 
 def downgrade() -> None:
