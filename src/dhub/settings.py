@@ -58,8 +58,16 @@ class Settings:
     # Runs executing at once in a process (DHUB_MAX_ACTIVE_RUNS; 0: the default from its
     # cores and memory, runtime/admission.py); the others wait their turn, fair between users.
     max_active_runs: int = 0
+    # Each process keeps rendered agents of list pages up to this many MiB
+    # (DHUB_LIST_CACHE_MB; 0: none; docs/deploy.md), for the callers who asked.
+    list_cache_mb: int = 64
 
     def __post_init__(self) -> None:
+        if self.list_cache_mb < 0:
+            raise ValueError(
+                f"DHUB_LIST_CACHE_MB must be a whole number of MiB, 0 for no cache, not "
+                f"{self.list_cache_mb}."
+            )
         if self.max_active_runs < 0:
             raise ValueError(
                 f"DHUB_MAX_ACTIVE_RUNS must be a whole number, 0 for the default, not "
@@ -140,17 +148,18 @@ class Settings:
             metrics=(os.environ.get("DHUB_METRICS") or ("token" if token else "off")).lower(),
             metrics_token=token,
             max_active_runs=_whole("DHUB_MAX_ACTIVE_RUNS"),
+            list_cache_mb=_whole("DHUB_LIST_CACHE_MB", default=64),
         )
 
 
-def _whole(name: str) -> int:
-    raw = (os.environ.get(name) or "0").strip()
+def _whole(name: str, default: int = 0) -> int:
+    """A whole-number environment variable; unset or empty: ``default``."""
+    raw = (os.environ.get(name) or str(default)).strip()
     try:
         return int(raw)
     except ValueError:
-        raise ValueError(
-            f"{name} must be a whole number (0 for the default), not {raw!r}."
-        ) from None
+        meaning = "0 for the default" if default == 0 else f"default {default}"
+        raise ValueError(f"{name} must be a whole number ({meaning}), not {raw!r}.") from None
 
 
 _ON, _OFF = ("1", "on", "true", "yes"), ("0", "off", "false", "no")

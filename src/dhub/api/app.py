@@ -83,7 +83,7 @@ def create_app(
         runtime = await open_runtime(settings, worker)
         db = runtime.db
         auth = Authenticator(db)
-        agent_service = AgentService(db, runtime.providers)
+        agent_service = AgentService(db, runtime.providers, settings.list_cache_mb)
         run_service = RunService(
             db, agent_service, runtime.graphs, runtime.executor, runtime.dispatch
         )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import orjson
 
 from dhub.api.responses import encode
-from dhub.services.agents import AgentView, Page
+from dhub.services.agents import AgentView
 from dhub.services.resources import ResourcePage, ResourceView
 
 
@@ -50,10 +50,10 @@ def resource_json(view: ResourceView) -> bytes:
     return _envelope(view)
 
 
-def page_json(page: Page) -> bytes:
-    cursor = orjson.dumps(page.next_cursor)
-    items = b",".join(agent_json(view) for view in page.data)
-    return b'{"data":[' + items + b'],"next_cursor":' + cursor + b"}"
+def items_json(items: list[bytes], next_cursor: str | None) -> bytes:
+    """A page of items already rendered (``AgentService.page_rendered``)."""
+    cursor = orjson.dumps(next_cursor)
+    return b'{"data":[' + b",".join(items) + b'],"next_cursor":' + cursor + b"}"
 
 
 def resource_page_json(page: ResourcePage) -> bytes:

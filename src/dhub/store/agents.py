@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -291,10 +291,11 @@ class _Shape:
     restricted: bool
     marked: bool
     after: bool
+    markers: bool = False  # only each agent's Marker, no document, owners or grant
 
 
 def _shape_and_values(
-    flt: AgentFilter, visible: Visibility, after_id: str | None, limit: int
+    flt: AgentFilter, visible: Visibility, after_id: str | None, limit: int, markers: bool = False
 ) -> tuple[_Shape, dict[str, Any]]:
     values: dict[str, Any] = {"limit": limit}
     if flt.q:
@@ -309,7 +310,8 @@ def _shape_and_values(
         values["held"] = list(visible.held_markings)
     if after_id is not None:
         values["after_id"] = after_id
-    shape = _Shape(bool(flt.q), equal, len(tags), visible.restricted, marked, after_id is not None)
+    after = after_id is not None
+    shape = _Shape(bool(flt.q), equal, len(tags), visible.restricted, marked, after, markers)
     return shape, values
 
 
@@ -340,6 +342,9 @@ def _list_statement(shape: _Shape) -> Select[Any]:
         conds.append(_markings_held(bindparam("held", expanding=True)))
     if shape.after:
         conds.append(agents.c.id > bindparam("after_id"))
+    if shape.markers:  # the same rows, in the same order, without what is costly to read
+        limit = bindparam("limit", type_=Integer)
+        return select(*_MARKER_COLUMNS).where(*conds).order_by(agents.c.id).limit(limit)
     page = (
         select(*_RECORD_COLUMNS)
         .where(*conds)
@@ -369,13 +374,72 @@ async def list_agents(
     were granted, and the built-ins when ``visible.builtins``, with their grants;
     sharing.ReachCache) in growing windows after the cursor, so
     a page touches about as many agents as it returns, however many the caller can reach."""
-    if not visible.restricted:
-        shape, values = _shape_and_values(flt, visible, after_id, limit)
-        page = _rows_to_agents((await conn.execute(_list_statement(shape), values)).all())
-        return await with_above(conn, page, visible.principals)
+    if visible.restricted and reach is None:
+        reach = await _reach_of(conn, visible)
+    found = await _page(conn, flt, visible, after_id, limit, reach, _rows_to_agents)
     if reach is None:
-        held = visible.held_markings or ()
-        reach = await sharing.reach_of(conn, visible.principals, held, visible.builtins)
+        return await with_above(conn, found, visible.principals)
+    # What comes down the tree is in the reach: no look up it (bench/access_list.py --tree).
+    grants = reach.grants
+    return [
+        dataclasses.replace(
+            r, grant=grants.get(r.record.id), above=tree.from_reach(reach, r.record.id)
+        )
+        for r in found
+    ]
+
+
+Marker = tuple[str, int, int]
+"""An agent's id, version and updated_at: with the access epoch, what changes whenever its row
+renders differently (its document changes only with a new version; its markings, which are not
+versioned, change only with the epoch, sharing.set_markings). Markings stay out of it so the
+index that holds it stays small: a long markings list would not fit a PostgreSQL index row."""
+_MARKER_COLUMNS = (agents.c.id, agents.c.version, agents.c.updated_at)
+
+
+async def list_markers(
+    conn: Conn,
+    flt: AgentFilter,
+    visible: Visibility,
+    after_id: str | None,
+    limit: int,
+    reach: sharing.Reach | None = None,
+) -> list[Marker]:
+    """The Markers of the page ``list_agents`` reads (the same filter, access conditions
+    included, the same rows in the same order), without reading the documents or owners."""
+
+    def markers(rows: Sequence[Any]) -> list[Marker]:
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    if visible.restricted and reach is None:
+        reach = await _reach_of(conn, visible)
+    return await _page(conn, flt, visible, after_id, limit, reach, markers, markers=True)
+
+
+_Out = TypeVar("_Out")
+
+
+async def _reach_of(conn: Conn, visible: Visibility) -> sharing.Reach:
+    held = visible.held_markings or ()
+    return await sharing.reach_of(conn, visible.principals, held, visible.builtins)
+
+
+async def _page(
+    conn: Conn,
+    flt: AgentFilter,
+    visible: Visibility,
+    after_id: str | None,
+    limit: int,
+    reach: sharing.Reach | None,
+    convert: Callable[[Sequence[Any]], list[_Out]],
+    markers: bool = False,
+) -> list[_Out]:
+    """The page's rows (``convert``ed from the statement's), as ``list_agents`` describes;
+    ``reach``: a restricted caller's."""
+    if not visible.restricted:
+        shape, values = _shape_and_values(flt, visible, after_id, limit, markers)
+        return convert((await conn.execute(_list_statement(shape), values)).all())
+    assert reach is not None
     # The reach already left out agents with markings the caller does not hold.
     visible = dataclasses.replace(visible, held_markings=None)
     ids = reach.ids
@@ -383,23 +447,16 @@ async def list_agents(
     start, stop = bisect.bisect_left(ids, "agent."), bisect.bisect_left(ids, "agent/")
     if after_id is not None:
         start = max(start, bisect.bisect_right(ids, after_id))
-    found: list[AgentRow] = []
+    found: list[_Out] = []
     window = limit
     while start < stop and len(found) < limit:
         chunk = ids[start : min(start + window, stop)]
-        shape, values = _shape_and_values(flt, visible, None, limit - len(found))
+        shape, values = _shape_and_values(flt, visible, None, limit - len(found), markers)
         values["candidates"] = list(chunk)
-        rows = (await conn.execute(_list_statement(shape), values)).all()
-        grants = reach.grants
-        found += [
-            AgentRow(r.record, r.owners, grants.get(r.record.id)) for r in _rows_to_agents(rows)
-        ]
+        found += convert((await conn.execute(_list_statement(shape), values)).all())
         start += len(chunk)
         window *= 2  # filters left too few: look further, in fewer rounds
-    # What comes down the tree is in the reach: no look up it (bench/access_list.py --tree).
-    return [
-        dataclasses.replace(r, above=tree.from_reach(reach, r.record.id)) for r in found[:limit]
-    ]
+    return found[:limit]
 
 
 def _markings_held(held: BindParameter[Any]) -> ColumnElement[bool]:

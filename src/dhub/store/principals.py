@@ -10,6 +10,7 @@ from sqlalchemy import bindparam, delete, insert, literal, select, update
 
 from dhub.domain.ids import PUBLIC
 from dhub.store.db import Conn
+from dhub.store.sharing import bump_epoch
 from dhub.store.tables import group_members, groups, marking_members, markings, users
 
 
@@ -102,10 +103,14 @@ async def list_users(conn: Conn) -> list[UserRecord]:
 
 
 async def update_user(conn: Conn, user_id: str, values: dict[str, Any]) -> None:
+    # Owners are listed with their profiles: lists rendered before are stale (the epoch is
+    # in their keys: services/agents.py page_rendered).
+    await bump_epoch(conn)
     await conn.execute(update(users).where(users.c.id == user_id).values(values))
 
 
 async def delete_user(conn: Conn, user_id: str) -> None:
+    await bump_epoch(conn)  # as update_user
     await conn.execute(delete(group_members).where(group_members.c.member_id == user_id))
     await conn.execute(delete(marking_members).where(marking_members.c.principal_id == user_id))
     await conn.execute(delete(users).where(users.c.id == user_id))
@@ -129,10 +134,12 @@ async def list_groups(conn: Conn) -> list[GroupRecord]:
 
 
 async def update_group(conn: Conn, group_id: str, values: dict[str, Any]) -> None:
+    await bump_epoch(conn)  # as update_user
     await conn.execute(update(groups).where(groups.c.id == group_id).values(values))
 
 
 async def delete_group(conn: Conn, group_id: str) -> None:
+    await bump_epoch(conn)  # as update_user
     await conn.execute(
         delete(group_members).where(
             (group_members.c.group_id == group_id) | (group_members.c.member_id == group_id)

@@ -72,6 +72,8 @@ agents = Table(
     UniqueConstraint("folder_key", "name", name="uq_agents_folder_name"),
     # The built-ins, which every caller's reach includes (store/sharing.py), found by index.
     Index("ix_agents_builtin", "is_builtin", "id"),
+    # A list page's Markers (store/agents.py list_markers), read from the index alone.
+    Index("ix_agents_markers", "id", "version", "updated_at"),
 )
 
 agent_versions = Table(

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from dhub.api.deps import Ctx, json_body
 from dhub.api.query import LIST_PARAMETERS, parse_list_query
-from dhub.api.render import agent_json, page_json
+from dhub.api.render import agent_json, items_json
 from dhub.api.responses import ERROR_RESPONSES, JSON, ErrorBody, ErrorItem
 from dhub.domain.agent import AgentResponse, OwnerType
 from dhub.domain.bounds import VersionNumber
@@ -113,8 +113,10 @@ async def validate_agent(request: Request, ctx: Ctx) -> Response:
 async def list_agents(request: Request, ctx: Ctx) -> Response:
     """Agents the caller can see, in creation order, one page at a time."""
     query = parse_list_query(request.query_params)
-    page = await ctx.svc.agents.page(ctx.who, query.filter, query.limit, query.cursor)
-    return _raw(page_json(page))
+    items, next_cursor = await ctx.svc.agents.page_rendered(
+        ctx.who, query.filter, query.limit, query.cursor, agent_json
+    )
+    return _raw(items_json(items, next_cursor))
 
 
 @router.get("/{agent_id}", response_model=AgentResponse)
