@@ -51,6 +51,10 @@ class Demand:
             del self._marks[key]
         return max(marks[0][1] if marks else 0, self.busy(key))
 
+    def known(self, key: Any) -> bool:
+        """Whether the key had calls within the window, or has some in flight."""
+        return key in self._busy or key in self._marks
+
     def forget(self, now: float) -> None:
         """Drop what left the window (keys that were called once stay no longer)."""
         for key in list(self._marks):

@@ -240,6 +240,8 @@ class WarmPool:
                 self._stop_later(worker)
             if not idle:
                 del self._idle[key]
+        for key in [k for k in self._sizes if k not in self._idle and not self._demand.known(k)]:
+            del self._sizes[key]  # a function not called lately: measured anew next time
 
     # -- memory -----------------------------------------------------------------------------
 
