@@ -19,10 +19,12 @@ the end), with ``DHUB_ADMIN_TOKEN`` set to a random token and a temporary ``DHUB
     the API process, the workers' own threads, the interpreters they start for code nodes,
     PostgreSQL, this client and the rest of the machine is read from /proc over the same
     interval, and PostgreSQL's commit count from pg_stat_database.
-(a') the same for 1 and 2 workers with dhub's warm pool keeping up to ``--pool-idle`` (20)
-    idle interpreters per function instead of 2 (``DHUB_SANDBOX_WARM_PER_FUNCTION=20``,
+(a') the same for 1 and 2 workers with dhub's warm pool capped at ``--pool-idle`` (20)
+    interpreters per function (``DHUB_SANDBOX_WARM_PER_FUNCTION=20``,
     ``DHUB_SANDBOX_WARM_TOTAL=1280``), and each worker executing that many runs at once
-    (``--concurrency 20``): what the pool's size costs.
+    (``--concurrency 20``). Until 2026-12-03 the stock pool kept 2 idle interpreters per
+    function, and this showed what a bigger one saves; it now sizes itself to the calls in
+    flight, within a memory budget.
 (b) **waiting runs**: one worker with ``--concurrency 2000``; N runs (250, 500, 1,000, 2,000)
     submitted at once of a one-node workflow that waits 10 s, either in a code node's function
     (a sandboxed interpreter per waiting call) or for a model (an ``llm`` node; the model is
@@ -33,8 +35,10 @@ the end), with ``DHUB_ADMIN_TOKEN`` set to a random token and a temporary ``DHUB
     levels above ``--code-waiting-max`` (1,000) are skipped: a waiting call holds ~12 MB.
 
 Code nodes run through dhub's real sandbox, with ``DHUB_SANDBOX=unsafe`` by default: the warm
-pool and its interpreters without bubblewrap's namespaces (``--sandbox bubblewrap`` for those;
-then the interpreters' CPU is partly counted as "other"). bench/README.md says why.
+pool and its interpreters without bubblewrap's namespaces (``--sandbox bubblewrap`` for
+those). Each dhub process is put in a cgroup (v2) of its own when this process may make one
+(root), so the CPU of every interpreter it started counts as its "sandbox", also bubblewrap's,
+which the worker never reaps; without one, those land in "other".
 
     .venv/bin/python bench/scale.py              # about 9 minutes; needs PostgreSQL
     .venv/bin/python bench/scale.py --quick      # about 5 minutes: 300 runs, 250/1,000 waiting 5 s

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -145,6 +146,48 @@ def _running(pid: int) -> bool:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             if b"child.py" not in f.read():
                 return False
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
+    except OSError:
+        return False
+
+
+async def test_unsafe_mode_ends_what_a_call_left_even_in_a_session_of_its_own(
+    tmp_path: Path,
+) -> None:
+    # Without a PID namespace the supervisor finds the call's processes among its descendants
+    # (it is their subreaper): a grandchild that left the process group and was orphaned is
+    # found too, and ended, and the worker is not reused.
+    marker = tmp_path / "escaped"
+    source = (
+        "import os, subprocess\n\ndef main():\n"
+        "    if os.fork() == 0:\n        os.setsid()\n"
+        f"        subprocess.Popen(['sleep', '31.4159'], stdout=open({str(marker)!r}, 'w'))\n"
+        "        os._exit(0)\n"
+        "    os.wait()\n    return os.getpid()\n"
+    )
+    async with running(settings()) as runner:
+        first = await lane(runner, source, "agent.a@1", 1)
+        second = await lane(runner, source, "agent.a@1", 1)
+        assert first[0].ok and second[0].ok, (first, second)
+        assert first[0].value != second[0].value  # the first worker was not kept
+        assert marker.exists()
+        assert not _sleeping("31.4159")
+
+
+def _sleeping(marker: str) -> bool:
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if f.read().split(b"\0")[:2] == [b"sleep", marker.encode()]:
+                    return _running_any(int(entry))
+        except OSError:
+            continue
+    return False
+
+
+def _running_any(pid: int) -> bool:
+    try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
     except OSError:
