@@ -19,10 +19,12 @@ the end), with ``DHUB_ADMIN_TOKEN`` set to a random token and a temporary ``DHUB
     the API process, the workers' own threads, the interpreters they start for code nodes,
     PostgreSQL, this client and the rest of the machine is read from /proc over the same
     interval, and PostgreSQL's commit count from pg_stat_database.
-(a') the same for 1 and 2 workers with dhub's warm pool keeping up to ``--pool-idle`` (20)
-    idle interpreters per function instead of 2 (``DHUB_SANDBOX_WARM_PER_FUNCTION=20``,
+(a') the same for 1 and 2 workers with dhub's warm pool capped at ``--pool-idle`` (20)
+    interpreters per function (``DHUB_SANDBOX_WARM_PER_FUNCTION=20``,
     ``DHUB_SANDBOX_WARM_TOTAL=1280``), and each worker executing that many runs at once
-    (``--concurrency 20``): what the pool's size costs.
+    (``--concurrency 20``). Until 2026-12-03 the stock pool kept 2 idle interpreters per
+    function, and this showed what a bigger one saves; it now sizes itself to the calls in
+    flight, within a memory budget.
 (b) **waiting runs**: one worker with ``--concurrency 2000``; N runs (250, 500, 1,000, 2,000)
     submitted at once of a one-node workflow that waits 10 s, either in a code node's function
     (a sandboxed interpreter per waiting call) or for a model (an ``llm`` node; the model is
@@ -33,8 +35,10 @@ the end), with ``DHUB_ADMIN_TOKEN`` set to a random token and a temporary ``DHUB
     levels above ``--code-waiting-max`` (1,000) are skipped: a waiting call holds ~12 MB.
 
 Code nodes run through dhub's real sandbox, with ``DHUB_SANDBOX=unsafe`` by default: the warm
-pool and its interpreters without bubblewrap's namespaces (``--sandbox bubblewrap`` for those;
-then the interpreters' CPU is partly counted as "other"). bench/README.md says why.
+pool and its interpreters without bubblewrap's namespaces (``--sandbox bubblewrap`` for
+those). Each dhub process is put in a cgroup (v2) of its own when this process may make one
+(root), so the CPU of every interpreter it started counts as its "sandbox", also bubblewrap's,
+which the worker never reaps; without one, those land in "other".
 
     .venv/bin/python bench/scale.py              # about 9 minutes; needs PostgreSQL
     .venv/bin/python bench/scale.py --quick      # about 5 minutes: 300 runs, 250/1,000 waiting 5 s
@@ -277,6 +281,62 @@ class Proc:
     role: str  # "embedded", "api", "worker1", "worker2"
     popen: subprocess.Popen[bytes]
     log: Path
+    cgroup: Path | None = None  # the process's own cgroup (v2): the CPU of all it started
+
+
+def cgroup_root() -> Path | None:
+    """This process's cgroup in the cgroup v2 hierarchy, where we may make child groups; None
+    without one (then a sandbox's CPU is counted from the processes reaped, see ``cpu_of``)."""
+    mount = next(
+        (line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+         if line.split()[2:3] == ["cgroup2"]),
+        None,
+    )  # fmt: skip
+    own = next(
+        (line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines()
+         if line.startswith("0::")),
+        None,
+    )  # fmt: skip
+    if mount is None or own is None:
+        return None
+    root = Path(mount) / own.lstrip("/")
+    return root if os.access(root, os.W_OK) else None
+
+
+def own_cgroup(pid: int, name: str) -> Path | None:
+    """Move ``pid`` (just started, nothing forked yet) into a new cgroup of its own. Its
+    ``cpu.stat`` then counts every process it starts, bubblewrap's sandboxes included, which
+    live in PID namespaces of their own and are never reaped by it (their CPU would land in
+    "other")."""
+    root = cgroup_root()
+    if root is None:
+        return None
+    group = root / f"dhub-bench-{name}-{secrets.token_hex(3)}"
+    try:
+        group.mkdir()
+        (group / "cgroup.procs").write_text(str(pid))
+    except OSError:
+        with contextlib.suppress(OSError):
+            group.rmdir()
+        return None
+    return group
+
+
+def cgroup_cpu(group: Path) -> float:
+    """CPU seconds of every process that ever ran in ``group``."""
+    for line in (group / "cpu.stat").read_text().splitlines():
+        if line.startswith("usage_usec "):
+            return int(line.split()[1]) / 1e6
+    return 0.0
+
+
+def drop_cgroup(group: Path) -> None:
+    for _ in range(50):  # its last processes may take a moment to go
+        try:
+            group.rmdir()
+            return
+        except OSError:
+            time.sleep(0.1)
 
 
 @dataclass
@@ -293,8 +353,11 @@ class CpuSnapshot:
         parts = {name: sum(cpu_of(pid)) for name, pid in watch.items()}
         for p in procs:
             own, reaped = cpu_of(p.popen.pid)
-            live = sum(cpu_of(d)[0] for d in descendants(p.popen.pid, everything))
             parts[p.role] = own
+            if p.cgroup is not None:  # everything it started, reaped by it or not
+                parts[f"{p.role} sandbox"] = cgroup_cpu(p.cgroup) - own
+                continue
+            live = sum(cpu_of(d)[0] for d in descendants(p.popen.pid, everything))
             parts[f"{p.role} sandbox"] = reaped + live
         return cls(
             time.monotonic(), parts, postgres_cpu(everything), time.process_time(),
@@ -394,8 +457,11 @@ class Cluster:
         popen = subprocess.Popen(
             argv, env=self.env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
+        group = own_cgroup(popen.pid, f"{self.name}-{role}")
+        if group is not None:
+            self.stack.callback(drop_cgroup, group)  # after the process stopped (LIFO)
         self.stack.callback(stop, popen)
-        proc = Proc(role, popen, log)
+        proc = Proc(role, popen, log, group)
         self.procs.append(proc)
         return proc
 

@@ -7,20 +7,36 @@ from pathlib import Path
 import pytest
 
 from dhub.sandbox.isolation import scratch_sizes
-from dhub.sandbox.runner import SandboxSettings, default_concurrency
+from dhub.sandbox.runner import SandboxSettings, default_concurrency, default_pool_bytes
 
 
 def test_warm_pool_and_concurrency_come_from_the_environment(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     defaults = SandboxSettings.from_env(tmp_path)
-    assert (defaults.idle_per_key, defaults.idle_total) == (2, 64)
+    # No count caps: the pool sizes itself to the calls in flight, within its memory budget.
+    assert (defaults.idle_per_key, defaults.idle_total) == (None, None)
+    assert defaults.pool_bytes == default_pool_bytes() <= 8 << 30
     assert defaults.concurrency == default_concurrency() >= 64
     monkeypatch.setenv("DHUB_SANDBOX_WARM_PER_FUNCTION", "20")
     monkeypatch.setenv("DHUB_SANDBOX_WARM_TOTAL", "400")
     monkeypatch.setenv("DHUB_SANDBOX_CONCURRENCY", "8")
+    monkeypatch.setenv("DHUB_SANDBOX_POOL_MB", "300")
     chosen = SandboxSettings.from_env(tmp_path)
     assert (chosen.idle_per_key, chosen.idle_total, chosen.concurrency) == (20, 400, 8)
+    assert chosen.pool_bytes == 300 << 20
+    monkeypatch.setenv("DHUB_SANDBOX_POOL_MB", "0")
+    with pytest.raises(ValueError, match="DHUB_SANDBOX_POOL_MB must be at least 1"):
+        SandboxSettings.from_env(tmp_path)
+
+
+def test_the_pool_budget_defaults_to_a_quarter_of_the_memory(tmp_path: Path) -> None:
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:        2000000 kB\nMemFree:  100 kB\n")
+    assert default_pool_bytes(str(meminfo)) == (2_000_000 << 10) // 4
+    meminfo.write_text("MemTotal:       98000000 kB\n")
+    assert default_pool_bytes(str(meminfo)) == 8 << 30  # capped
+    assert default_pool_bytes(str(tmp_path / "missing")) == 1 << 30
 
 
 def test_temporary_files_take_their_share_of_the_memory_limit(

@@ -87,6 +87,9 @@ def main() -> None:
     # other process of the namespace ends with it.
     if not ALONE:
         _FUNCTION.die_with_parent()
+        # What the call's processes leave behind as orphans comes back to this process, to be
+        # found among its descendants and ended (in a PID namespace, its init is this process).
+        _FUNCTION.prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
     _drop_privileges(setup.get("uid"))
     _FUNCTION.prctl(4, 0)  # PR_SET_DUMPABLE 0: the same user cannot read our memory or descriptors
     limits = setup.get("limits") or {}
@@ -464,8 +467,14 @@ def _reap(function: Function) -> None:
 
 def _processes(keep: set[int]) -> list[int]:
     """Live (not zombie) processes that belong to this sandbox: its whole PID namespace, or
-    without one the process group this process leads (the server starts it in a session of
-    its own; when it does not lead one, none is its to end)."""
+    without one this process's descendants (orphans among them come back to it: it is their
+    subreaper). Where the kernel does not list children, the process group this process leads
+    (the server starts it in a session of its own; when it does not lead one, none is its to
+    end)."""
+    if not ALONE:
+        found = _descendants(keep)
+        if found is not None:
+            return found
     group = os.getpgid(0)
     if not ALONE and group != os.getpid():
         return []
@@ -481,6 +490,44 @@ def _processes(keep: set[int]) -> list[int]:
         if fields[0] != b"Z" and (ALONE or int(fields[2]) == group):
             found.append(int(entry))
     return found
+
+
+def _descendants(keep: set[int]) -> list[int] | None:
+    """Live descendants of this process not in ``keep`` (their own descendants are searched
+    all the same), read from /proc/<pid>/task/<tid>/children; None where the kernel has no
+    such file. Without a PID namespace this reads a few files, where scanning all of /proc
+    would read one per process of the machine, hundreds of idle interpreters' among them."""
+    me = os.getpid()
+    found, todo, seen = [], [me], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", "rb") as f:
+                    todo += [int(child) for child in f.read().split()]
+            except FileNotFoundError:
+                if pid == me:
+                    return None  # no children files here: scan instead
+            except (OSError, ValueError):
+                continue
+        if pid != me and pid not in keep and _live(pid):
+            found.append(pid)
+    return found
+
+
+def _live(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _started(pid: int) -> bytes:

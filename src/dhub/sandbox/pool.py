@@ -3,10 +3,26 @@
 Workers are pooled by *key*: one function (its source, entry point, environment and network
 option) of one owner (an agent version's node), so nothing a call leaves behind in an
 interpreter can reach another agent or user. A call takes an idle worker of its key when there
-is one and starts one otherwise; when it takes the last idle one, a replacement starts in the
-background, so a steady stream of calls never waits for an interpreter. After the call the
-worker goes back to the pool, unless the call timed out, ran out of memory, or its process died:
-such a worker is ended, never reused.
+is one and starts one otherwise. After the call the worker goes back to the pool, unless the
+call timed out, ran out of memory, or its process died: such a worker is ended, never reused.
+
+**How many it keeps.** Per key, one more than the most calls of that key in flight at once over
+the last ``demand_seconds`` (demand.py): a steady stream of N concurrent calls reuses N
+interpreters (and one spare), instead of starting and ending one per call. When a call takes
+the last idle worker of its key and the key is below that figure, one replacement starts in the
+background (one at a time per key: no storm of starts). Workers beyond the demand, or idle for
+``idle_seconds``, are ended by a sweep. ``idle_per_key`` and ``idle_total`` cap the idle ones.
+
+**Memory budget.** Every worker the pool holds, busy or idle, counts with its memory as last
+measured (``Worker.memory``: after its start and after each call; before its first measurement
+the largest figure seen so far, or 20 MB). Before a start, least recently used idle workers of
+any key are ended until the new one fits; when it still does not, the call *waits* until a busy
+worker's memory comes back (as calls wait for a slot of ``DHUB_SANDBOX_CONCURRENCY``), and a
+background replacement is not started at all. A worker that grew during its call and no longer
+fits is ended instead of kept. So the pool's accounted memory never exceeds the budget, with
+one exception: a budget too small for a single interpreter still runs one call at a time. What
+a function allocates *during* a call is bounded by its own limit (DHUB_SANDBOX_MEMORY_MB), not
+by the budget, until the call ends and the worker is measured again.
 """
 
 from __future__ import annotations
@@ -16,52 +32,123 @@ import contextlib
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from dhub.observability import metrics
+from dhub.sandbox.demand import Demand
 from dhub.sandbox.worker import FunctionResult, Host, Worker
 
 Starter = Callable[[], Awaitable[tuple[Worker | None, FunctionResult]]]
+# A worker's memory before any was measured: the supervisor's and the function's process's
+# RssAnon came to 15-16 MB (2026-12-03, Python 3.11, with and without bubblewrap).
+ESTIMATE = 20 << 20
+
+
+@dataclass(frozen=True)
+class PoolMemory:
+    """The pool's memory: what its workers hold now (busy and idle, starts counted with their
+    estimate), the most they ever held together, and the budget, in bytes."""
+
+    used: int
+    peak: int
+    budget: int
+    workers: int
 
 
 class WarmPool:
-    def __init__(self, idle_per_key: int = 2, idle_total: int = 64, idle_seconds: float = 300.0):
+    def __init__(
+        self, idle_per_key: int | None = None, idle_total: int | None = None,
+        idle_seconds: float = 300.0, budget_bytes: int = 1 << 30, demand_seconds: float = 60.0,
+    ) -> None:  # fmt: skip
         self._idle_per_key = idle_per_key
         self._idle_total = idle_total
         self._idle_seconds = idle_seconds
+        self._budget = budget_bytes
+        self._demand = Demand(demand_seconds)
         # key -> idle workers with the time each became idle; keys in least-recent-use order
         self._idle: OrderedDict[Any, deque[tuple[Worker, float]]] = OrderedDict()
         self._starting: dict[Any, int] = {}
+        self._held: dict[Worker, int] = {}  # every worker the pool holds -> its memory
+        self._sizes: dict[Any, int] = {}  # key -> its workers' largest measured memory
+        self._largest = 0  # the largest measured of any key
+        self._reserved = 0  # memory set aside for starts under way
+        self._used = 0
+        self._peak = 0
+        self._released: asyncio.Future[None] | None = None  # set when memory comes back
         self._background: set[asyncio.Task[None]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
 
     async def call(
         self, key: Any, start: Starter, inputs: dict[str, Any], seconds: float, warm: bool = True,
         host: Host | None = None,
     ) -> FunctionResult:  # fmt: skip
-        worker = self._take(key) if warm else None
-        if worker is None:
-            metrics.sandbox_cold_start()
-            worker, failure = await start()
+        self._demand.begin(key, time.monotonic())
+        try:
+            worker, failure = await self._acquire(key, start, warm)
             if worker is None:
                 return failure
-        if warm:
-            self._refill(key, start)
+            if warm:
+                self._refill(key, start)
+            result = await self._run(worker, inputs, seconds, host)
+        finally:
+            self._demand.end(key)
+        if warm and worker.usable and not self._closed:
+            self._give_back(key, worker)
+        else:
+            self._release(worker)
+            await worker.stop()
+        return result
+
+    async def _acquire(
+        self, key: Any, start: Starter, warm: bool
+    ) -> tuple[Worker | None, FunctionResult]:
+        """An idle worker of the key, or a new one once its memory fits the budget."""
+        while True:
+            worker = self._take(key) if warm else None
+            if worker is not None:
+                return worker, FunctionResult("ok")
+            estimate = self._estimate(key)
+            if self._make_room(estimate):
+                metrics.sandbox_cold_start()
+                return await self._start(key, start, estimate)
+            await self._memory_released()
+
+    async def _run(
+        self, worker: Worker, inputs: dict[str, Any], seconds: float, host: Host | None
+    ) -> FunctionResult:
         began = time.perf_counter()
         metrics.sandbox_busy(1)
         try:
             result = await worker.call(inputs, seconds, host)
         except BaseException:
+            self._release(worker)
             await worker.stop()
             raise
         finally:
             metrics.sandbox_busy(-1)
         metrics.sandbox_called(result.kind, time.perf_counter() - began)
-        if warm and worker.usable and not self._closed:
-            self._give_back(key, worker)
-        else:
-            await worker.stop()
         return result
+
+    async def _start(
+        self, key: Any, start: Starter, estimate: int, reserved: bool = False
+    ) -> tuple[Worker | None, FunctionResult]:
+        if not reserved:
+            self._reserve(estimate)
+        try:
+            worker, result = await start()
+        finally:
+            self._reserve(-estimate)
+        if worker is not None:
+            # Counted as measured; a first worker of a function larger than the figure it was
+            # started on passes the budget by the difference, until it is measured again.
+            size = self._measure(key, worker)
+            self._make_room(size, keep=key)  # its reservation went back just now
+            self._hold(worker, size)
+        return worker, result
+
+    # -- idle workers ---------------------------------------------------------------------
 
     def _take(self, key: Any) -> Worker | None:
         idle = self._idle.get(key)
@@ -75,52 +162,153 @@ class WarmPool:
         return None
 
     def _give_back(self, key: Any, worker: Worker) -> None:
+        size = self._measure(key, worker)  # again: the call may have grown it
         idle = self._idle.setdefault(key, deque())
         self._idle.move_to_end(key)
-        if len(idle) >= self._idle_per_key:
+        wanted = len(idle) + self._demand.busy(key) < self._target(key)
+        growth = size - self._held.get(worker, 0)
+        if not wanted or self._idle_full() or not self._make_room(growth, keep=key):
+            if not idle:
+                del self._idle[key]
             self._stop_later(worker)
             return
+        self._hold(worker, size)
         idle.append((worker, time.monotonic()))
         metrics.sandbox_idle(1)
-        self._trim()
+        self._sweep_soon()
+        self._wake()  # a call waiting for memory may take it, or end it to make room
+
+    def _target(self, key: Any) -> int:
+        """Workers the key wants, busy and idle: its recent peak of calls in flight, and one
+        spare, so a stream of calls one after the other never waits for a start."""
+        wanted = self._demand.peak(key, time.monotonic()) + 1
+        return wanted if self._idle_per_key is None else min(wanted, self._idle_per_key)
+
+    def _idle_full(self) -> bool:
+        return self._idle_total is not None and self.idle_count() >= self._idle_total
 
     def _refill(self, key: Any, start: Starter) -> None:
-        """Keep one worker of this key ready for the next call."""
+        """Start one worker of this key in the background when the key has no idle one left
+        and wants more than it has (one start at a time per key)."""
         if self._closed or self._idle.get(key) or self._starting.get(key):
             return
-        self._starting[key] = self._starting.get(key, 0) + 1
-        self._spawn(self._prestart(key, start))
+        if self._demand.busy(key) >= self._target(key) or self._idle_full():
+            return
+        estimate = self._estimate(key)
+        if not self._make_room(estimate):
+            return  # no memory to spare: the next call waits for some instead
+        self._starting[key] = 1
+        self._reserve(estimate)  # now: the task runs later, and the room is taken meanwhile
+        self._spawn(self._prestart(key, start, estimate))
 
-    async def _prestart(self, key: Any, start: Starter) -> None:
+    async def _prestart(self, key: Any, start: Starter, estimate: int) -> None:
         try:
-            worker, _ = await start()
+            worker, _ = await self._start(key, start, estimate, reserved=True)
         finally:
-            self._starting[key] -= 1
-            if not self._starting[key]:
-                del self._starting[key]
+            del self._starting[key]
         if worker is None:
             return  # the next call starts one itself and reports why it cannot
         if self._closed:
+            self._release(worker)
             await worker.stop()
         else:
             self._give_back(key, worker)
 
-    def _trim(self) -> None:
-        """At most ``idle_total`` idle workers, none idle for longer than ``idle_seconds``:
-        the least recently used keys give theirs up first."""
+    def _sweep_soon(self) -> None:
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.ensure_future(self._sweep())
+
+    async def _sweep(self) -> None:
+        """While workers are idle: end those beyond their key's demand or idle too long."""
+        every = max(0.05, min(self._idle_seconds, self._demand.window) / 4)
+        while self._idle and not self._closed:
+            await asyncio.sleep(every)
+            self.trim()
+
+    def trim(self) -> None:
+        """End the idle workers no key wants now: those beyond their key's demand (busy and
+        idle together above its target), or idle for longer than ``idle_seconds``."""
         now = time.monotonic()
-        count = sum(len(idle) for idle in self._idle.values())
+        self._demand.forget(now)
         for key in list(self._idle):
             idle = self._idle[key]
-            while idle and (count > self._idle_total or now - idle[0][1] > self._idle_seconds):
+            spare = len(idle) + self._demand.busy(key) - self._target(key)
+            while idle and (spare > 0 or now - idle[0][1] > self._idle_seconds):
                 worker, _ = idle.popleft()
                 metrics.sandbox_idle(-1)
-                count -= 1
+                spare -= 1
                 self._stop_later(worker)
             if not idle:
                 del self._idle[key]
+        for key in [k for k in self._sizes if k not in self._idle and not self._demand.known(k)]:
+            del self._sizes[key]  # a function not called lately: measured anew next time
+
+    # -- memory -----------------------------------------------------------------------------
+
+    def _estimate(self, key: Any) -> int:
+        return self._sizes.get(key) or self._largest or ESTIMATE
+
+    def _measure(self, key: Any, worker: Worker) -> int:
+        size = worker.memory() or self._estimate(key)
+        self._sizes[key] = max(size, self._sizes.get(key, 0))
+        self._largest = max(self._largest, size)
+        return size
+
+    def _hold(self, worker: Worker, size: int) -> None:
+        """Count the worker with its memory ``size``."""
+        self._count(size - self._held.get(worker, 0))
+        self._held[worker] = size
+
+    def _release(self, worker: Worker) -> None:
+        size = self._held.pop(worker, None)
+        if size is not None:
+            self._count(-size)
+            self._wake()
+
+    def _reserve(self, size: int) -> None:
+        self._reserved += size
+        self._count(size)
+        if size < 0:
+            self._wake()
+
+    def _wake(self) -> None:
+        """Let the calls waiting for memory look again."""
+        if self._released is not None:
+            self._released.set_result(None)
+            self._released = None
+
+    def _count(self, change: int) -> None:
+        self._used += change
+        self._peak = max(self._peak, self._used)
+
+    def _make_room(self, need: int, keep: Any = None) -> bool:
+        """Whether ``need`` more bytes fit the budget, after ending least recently used idle
+        workers (never those of ``keep``) as far as that takes. With nothing held at all, a
+        worker larger than the budget still fits: one call at a time runs."""
+        while self._used + need > self._budget:
+            victim = next((k for k in self._idle if k != keep and self._idle[k]), None)
+            if victim is None:
+                return not self._held and not self._reserved
+            worker, _ = self._idle[victim].popleft()
+            metrics.sandbox_idle(-1)
+            if not self._idle[victim]:
+                del self._idle[victim]
+            self._stop_later(worker)
+        return True
+
+    async def _memory_released(self) -> None:
+        if self._released is None:
+            self._released = asyncio.get_running_loop().create_future()
+        await asyncio.shield(self._released)
+
+    def memory(self) -> PoolMemory:
+        return PoolMemory(self._used, self._peak, self._budget, len(self._held))
+
+    # -- background work ----------------------------------------------------------------------
 
     def _stop_later(self, worker: Worker) -> None:
+        # Its memory is counted free now: it is killed at once (SIGKILL), not after a grace.
+        self._release(worker)
         self._spawn(worker.stop())
 
     def _spawn(self, work: Awaitable[None]) -> None:
@@ -140,6 +328,9 @@ class WarmPool:
 
     async def close(self) -> None:
         self._closed = True
+        self._wake()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
         workers = [worker for idle in self._idle.values() for worker, _ in idle]
         self._idle.clear()
         metrics.sandbox_idle(-len(workers))

@@ -66,8 +66,14 @@ class SandboxSettings:
     envs_dir: Path = Path(".dhub/envs")  # made absolute by the runner
     limits: Limits = field(default_factory=Limits)
     warm: bool = True
-    idle_per_key: int = 2
-    idle_total: int = 64
+    # Caps on the warm pool, which otherwise sizes itself to the calls in flight (pool.py):
+    # workers kept per function, busy and idle, and idle workers in all; None: no cap.
+    idle_per_key: int | None = None
+    idle_total: int | None = None
+    # Memory all the pool's interpreters may hold together (busy and idle), in bytes.
+    pool_bytes: int = field(default_factory=lambda: default_pool_bytes())
+    idle_seconds: float = 300.0  # an idle worker is ended after this long unused
+    demand_seconds: float = 60.0  # how long a function's peak of calls in flight is remembered
     # Calls running at once in this process; more wait their turn. Without a bound, a
     # thousand runs reaching a code node together start a thousand interpreters and the
     # machine does nothing else (bench/scale.py measured it): none finished in 30 s.
@@ -99,13 +105,38 @@ class SandboxSettings:
             envs_dir=data_dir / "envs",
             limits=limits,
             warm=env.get("DHUB_SANDBOX_WARM", "1") != "0",
-            # Idle interpreters kept per function and in all: a function called by many runs
-            # at once wants about as many (bench/scale.py: 3x the runs/s with 20).
-            idle_per_key=int(env.get("DHUB_SANDBOX_WARM_PER_FUNCTION") or 2),
-            idle_total=int(env.get("DHUB_SANDBOX_WARM_TOTAL") or 64),
+            # Caps only: the pool keeps as many interpreters per function as it recently had
+            # calls in flight, within the memory budget (pool.py).
+            idle_per_key=_optional_int(env.get("DHUB_SANDBOX_WARM_PER_FUNCTION")),
+            idle_total=_optional_int(env.get("DHUB_SANDBOX_WARM_TOTAL")),
+            pool_bytes=_pool_bytes(env.get("DHUB_SANDBOX_POOL_MB")),
             concurrency=int(env.get("DHUB_SANDBOX_CONCURRENCY") or default_concurrency()),
             chromium=env.get("DHUB_SANDBOX_CHROMIUM") or CHROMIUM,
         )
+
+
+def default_pool_bytes(meminfo: str = "/proc/meminfo") -> int:
+    """A quarter of the machine's memory, at most 8 GB (about 500 waiting interpreters): the
+    rest is the server's, the database's, and the functions' own while they run. 1 GB when
+    the machine's memory cannot be read."""
+    try:
+        with open(meminfo) as f:
+            total = next(int(line.split()[1]) << 10 for line in f if line.startswith("MemTotal:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return 1 << 30
+    return min(total // 4, 8 << 30)
+
+
+def _pool_bytes(value: str | None) -> int:
+    if not value:
+        return default_pool_bytes()
+    if int(value) < 1:
+        raise ValueError(f"DHUB_SANDBOX_POOL_MB must be at least 1, not {value}")
+    return int(value) << 20
+
+
+def _optional_int(value: str | None) -> int | None:
+    return int(value) if value else None
 
 
 def default_concurrency() -> int:
@@ -122,7 +153,10 @@ class SandboxRunner:
             Unsafe() if self.settings.isolation == "unsafe" else Bubblewrap()
         )
         self.environments = Environments(self.settings.envs_dir.resolve())
-        self.pool = WarmPool(self.settings.idle_per_key, self.settings.idle_total)
+        self.pool = WarmPool(
+            self.settings.idle_per_key, self.settings.idle_total,
+            self.settings.idle_seconds, self.settings.pool_bytes, self.settings.demand_seconds,
+        )  # fmt: skip
         self._slots = asyncio.Semaphore(max(1, self.settings.concurrency))
         self._checked: asyncio.Task[str | None] | None = None
         # Each worker its own uid, in turn from a random start (two runners rarely overlap).
