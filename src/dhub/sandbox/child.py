@@ -64,8 +64,10 @@ MAX_DEPTH = 64
 _GRACE_MS = 20  # a result is in: how long its pipe may stay open before the rest is ended
 _HOLD_MS = 1000  # ... and then, how long before the function's own process is taken to hold it
 # Files beside this one, loaded by main: the function's process (child_function.py), the
-# knowledge relay (child_host.py), and the function's helper (dhub_knowledge.py).
+# knowledge relay (child_host.py), the function's helper (dhub_knowledge.py), and what the
+# supervisor reads of its processes and files (child_procs.py).
 _FUNCTION: Any = None
+_PROCS: Any = None
 _HOST: Any = None
 _KNOWLEDGE: Any = None
 
@@ -74,9 +76,10 @@ _KNOWLEDGE: Any = None
 
 
 def main() -> None:
-    global _FUNCTION, _HOST, _KNOWLEDGE
+    global _FUNCTION, _HOST, _KNOWLEDGE, _PROCS
     _FUNCTION, _HOST = _sibling("child_function"), _sibling("child_host")
     _KNOWLEDGE = _sibling("dhub_knowledge")  # for the function: `from dhub_knowledge import call`
+    _PROCS = _sibling("child_procs")
     server = _Lines(0)
     setup = json.loads(server.readline())
     global ALONE
@@ -156,12 +159,12 @@ class Function:
             pass
         os.close(ready_r)
         if self.setup.get("browser"):
-            self.kept = {p: _started(p) for p in _processes({os.getpid(), pid})}
+            self.kept = {p: _PROCS.started(p) for p in _PROCS.processes({os.getpid(), pid}, ALONE)}
         answer = self._collect(result_r, None, {"ready", *KINDS} - {"ok"})
         # What loading started stays: a library's thread pool, a helper process (which the
         # first call's clean-up ends, and with it this worker's reuse).
-        self.threads = _threads(pid) or 1
-        _wipe(self.scratch)
+        self.threads = _PROCS.threads(pid) or 1
+        _PROCS.wipe(self.scratch)
         return answer
 
     def call(self, seq: Any, inputs: dict[str, Any], cpu: float) -> dict[str, Any]:
@@ -260,8 +263,8 @@ class Function:
         can serve another call, judged only from what this process sees."""
         left = _end_others(self)
         alive = not self._reap_function()
-        threads = _threads(self.pid) if alive else 0
-        wiped = _wipe(self.scratch)
+        threads = _PROCS.threads(self.pid) if alive else 0
+        wiped = _PROCS.wipe(self.scratch)
         kept = len(self.living_kept()) == len(self.kept)
         return (
             alive and wiped and kept and not left and not self.spoiled
@@ -270,7 +273,7 @@ class Function:
 
     def living_kept(self) -> set[int]:
         """The kept processes still there (the same processes, not their pids used again)."""
-        return {pid for pid, started in self.kept.items() if _started(pid) == started}
+        return {pid for pid, started in self.kept.items() if _PROCS.started(pid) == started}
 
 
 class _Exchange:
@@ -441,7 +444,7 @@ def _end_others(function: Function) -> bool:
     found = False
     for _ in range(200):
         _reap(function)
-        others = _processes(keep)
+        others = _PROCS.processes(keep, ALONE)
         if not others:
             break
         found = True
@@ -463,120 +466,6 @@ def _reap(function: Function) -> None:
             return
         if pid == function.pid:
             function.status = status
-
-
-def _processes(keep: set[int]) -> list[int]:
-    """Live (not zombie) processes that belong to this sandbox: its whole PID namespace, or
-    without one this process's descendants (orphans among them come back to it: it is their
-    subreaper). Where the kernel does not list children, the process group this process leads
-    (the server starts it in a session of its own; when it does not lead one, none is its to
-    end)."""
-    if not ALONE:
-        found = _descendants(keep)
-        if found is not None:
-            return found
-    group = os.getpgid(0)
-    if not ALONE and group != os.getpid():
-        return []
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in keep:
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if fields[0] != b"Z" and (ALONE or int(fields[2]) == group):
-            found.append(int(entry))
-    return found
-
-
-def _descendants(keep: set[int]) -> list[int] | None:
-    """Live descendants of this process not in ``keep`` (their own descendants are searched
-    all the same), read from /proc/<pid>/task/<tid>/children; None where the kernel has no
-    such file. Without a PID namespace this reads a few files, where scanning all of /proc
-    would read one per process of the machine, hundreds of idle interpreters' among them."""
-    me = os.getpid()
-    found, todo, seen = [], [me], set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        try:
-            tasks = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for task in tasks:
-            try:
-                with open(f"/proc/{pid}/task/{task}/children", "rb") as f:
-                    todo += [int(child) for child in f.read().split()]
-            except FileNotFoundError:
-                if pid == me:
-                    return None  # no children files here: scan instead
-            except (OSError, ValueError):
-                continue
-        if pid != me and pid not in keep and _live(pid):
-            found.append(pid)
-    return found
-
-
-def _live(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _started(pid: int) -> bytes:
-    """When the process started; b"" when it is gone, a zombie, or being killed (a process
-    with SIGKILL pending can take a while to go, and would be gone by the next call)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
-        killed = int(fields[28]) & 1 << (signal.SIGKILL - 1)  # its pending signals
-    except (OSError, IndexError, ValueError):
-        return b""
-    return b"" if killed or fields[0] in (b"Z", b"X") else fields[19]
-
-
-def _threads(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Threads:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def _wipe(places: list[str]) -> bool:
-    """Empty each writable place; whether they are all empty now."""
-    return all([_empty(place) for place in places])
-
-
-def _empty(directory: str) -> bool:
-    """Remove what ``directory`` holds (the function's own files, whatever their modes);
-    whether nothing is left."""
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return False
-    emptied = True
-    for entry in entries:
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                os.chmod(entry.path, 0o700)  # a directory it made unreadable or read-only
-                emptied = _empty(entry.path) and emptied
-                os.rmdir(entry.path)
-            else:
-                os.unlink(entry.path)
-        except OSError:
-            emptied = False
-    return emptied
 
 
 def _pidfd(pid: int) -> int | None:

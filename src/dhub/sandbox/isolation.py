@@ -42,7 +42,7 @@ EXEC = CHILD.with_name("child_exec.py")
 EXEC_INSIDE = "/sandbox/child_exec.py"
 # Loaded by the child program from beside it: the function's process, the supervisor's
 # knowledge relay, and the function's knowledge helper (docs/sandbox.md "Knowledge from code").
-SIBLINGS = ("child_function.py", "child_host.py", "dhub_knowledge.py")
+SIBLINGS = ("child_function.py", "child_host.py", "child_procs.py", "dhub_knowledge.py")
 ENV_INSIDE = "/sandbox/env"
 # What a Python program may need of /etc: the loader cache, time zone, TLS roots, name lookup.
 ETC = (
