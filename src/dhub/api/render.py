@@ -11,7 +11,7 @@ from __future__ import annotations
 import orjson
 
 from dhub.api.responses import encode
-from dhub.services.agents import AgentView
+from dhub.services.agent_lists import AgentView
 from dhub.services.resources import ResourcePage, ResourceView
 
 
