@@ -9,7 +9,10 @@ bubblewrap, one more piece at a time, 20 times each, wall time (p50) and CPU per
 - ``bwrap python + imports + siblings``: and its sibling files (child_function.py, ...), which
   are compiled from source at every start (the sandbox cannot write bytecode caches);
 - ``cold worker``: a whole cold call through the runner (``warm=False``): the above, the
-  function's process forked, the source loaded, one call, and the sandbox ended.
+  function's process forked, the source loaded, one call, and the sandbox ended;
+- ``first call of a function, from a spare``: a new function's first call through the warm
+  runner while a spare waits (pool.py): the setup, the function's process forked, the source
+  loaded and the call; the spare's start was paid ahead, off the call's path.
 
 CPU of the stages is the children's (``RUSAGE_CHILDREN``: each stage's bubblewrap reaps its
 sandbox); the cold worker's comes from a cgroup (v2) of this process's own when it may make
@@ -120,6 +123,24 @@ async def cold_worker(envs: Path) -> tuple[float, float | None]:
     return statistics.median(walls) * 1e3, cpu
 
 
+async def from_spare(envs: Path) -> float:
+    """Wall p50 of a new function's first call when a spare waits (pool.py): the setup, the
+    source loaded and one call. The spare's own start was paid ahead, off the call's path."""
+    runner = SandboxRunner(SandboxSettings(envs_dir=envs))
+    walls = []
+    try:
+        for n in range(STARTS + 1):
+            await runner.pool.settle()  # the spare (and the first call's second worker) ready
+            call = FunctionCall(f"def main(x):\n    return x + {n}\n", {"x": 1}, 10, owner=f"b{n}")
+            began = time.perf_counter()
+            assert (await runner.call(call)).ok
+            if n:  # the first call found no spare yet
+                walls.append(time.perf_counter() - began)
+    finally:
+        await runner.close()
+    return statistics.median(walls) * 1e3
+
+
 def main() -> None:
     python = base_python()
     seccomp = _filter()
@@ -144,8 +165,10 @@ def main() -> None:
         os.close(seccomp)
     with tempfile.TemporaryDirectory(prefix="dhub-bench-envs-") as envs:
         wall, worker_cpu = asyncio.run(cold_worker(Path(envs)))
+        spare_wall = asyncio.run(from_spare(Path(envs)))
     shown = "n/a" if worker_cpu is None else f"{worker_cpu:.1f}"
     print(f"{'cold worker (a whole cold call)':36} {wall:>12.1f} {shown:>8}")
+    print(f"{'first call of a function, from a spare':36} {spare_wall:>12.1f} {'ahead':>8}")
 
 
 if __name__ == "__main__":

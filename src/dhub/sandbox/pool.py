@@ -23,15 +23,27 @@ fits is ended instead of kept. So the pool's accounted memory never exceeds the 
 one exception: a budget too small for a single interpreter still runs one call at a time. What
 a function allocates *during* a call is bounded by its own limit (DHUB_SANDBOX_MEMORY_MB), not
 by the budget, until the call ends and the worker is measured again.
+
+**Spares.** Starting an interpreter is mostly the supervisor's own start (bubblewrap, Python,
+its imports and sibling files: bench/cold_start.py), the same for every function started with
+the same command line (its *shape*: the dependency environment; no network, no browser). So
+the runner keeps one sandbox per shape started ahead of need, its supervisor waiting for a
+function (``take_spare``, ``spare_soon``): a function's first call, or one more interpreter of a
+busy function, only sends the setup and loads the source. A spare has run nothing, and is given
+to one function only and then never back: it holds nothing of anyone's. Spares are pooled like
+workers (key ``Spare(shape)``): counted in the budget, ended to make room like any idle worker
+(least recently used first), and ended once no start of their shape came for
+``demand_seconds``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +55,13 @@ Starter = Callable[[], Awaitable[tuple[Worker | None, FunctionResult]]]
 # A worker's memory before any was measured: the supervisor's and the function's process's
 # RssAnon came to 15-16 MB (2026-12-03, Python 3.11, with and without bubblewrap).
 ESTIMATE = 20 << 20
+
+
+@dataclass(frozen=True)
+class Spare:
+    """The pool key of the spares of one shape: never equal to a function's key."""
+
+    shape: Hashable
 
 
 @dataclass(frozen=True)
@@ -69,6 +88,7 @@ class WarmPool:
         # key -> idle workers with the time each became idle; keys in least-recent-use order
         self._idle: OrderedDict[Any, deque[tuple[Worker, float]]] = OrderedDict()
         self._starting: dict[Any, int] = {}
+        self._asked: dict[Spare, float] = {}  # the last start of each shape
         self._held: dict[Worker, int] = {}  # every worker the pool holds -> its memory
         self._sizes: dict[Any, int] = {}  # key -> its workers' largest measured memory
         self._largest = 0  # the largest measured of any key
@@ -147,6 +167,28 @@ class WarmPool:
             self._make_room(size, keep=key)  # its reservation went back just now
             self._hold(worker, size)
         return worker, result
+
+    # -- spares ---------------------------------------------------------------------------
+
+    def take_spare(self, shape: Hashable) -> Worker | None:
+        """A sandbox of ``shape`` whose supervisor waits for its function (``Worker.begin``),
+        or None. It is the caller's from now on: its memory counts again once its start
+        returns it (``_start``)."""
+        worker = self._take(Spare(shape))
+        if worker is not None:
+            self._release(worker)
+        return worker
+
+    def spare_soon(self, shape: Hashable, launch: Starter) -> None:
+        """Have one spare of ``shape`` ready, started by ``launch`` in the background (when
+        there is none, nor one starting, and the budget has room for it as it is)."""
+        key = Spare(shape)
+        self._asked[key] = time.monotonic()
+        if self._used + self._estimate(key) <= self._budget:  # no warm worker ends for it
+            self._refill(key, launch)
+
+    def spare_count(self) -> int:
+        return sum(len(idle) for key, idle in self._idle.items() if isinstance(key, Spare))
 
     # -- idle workers ---------------------------------------------------------------------
 
@@ -233,6 +275,9 @@ class WarmPool:
         for key in list(self._idle):
             idle = self._idle[key]
             spare = len(idle) + self._demand.busy(key) - self._target(key)
+            asked = self._asked.get(key, -math.inf) if isinstance(key, Spare) else now
+            if now - asked > self._demand.window:
+                spare = len(idle)  # spares of a shape no start asked for lately
             while idle and (spare > 0 or now - idle[0][1] > self._idle_seconds):
                 worker, _ = idle.popleft()
                 metrics.sandbox_idle(-1)
@@ -242,13 +287,19 @@ class WarmPool:
                 del self._idle[key]
         for key in [k for k in self._sizes if k not in self._idle and not self._demand.known(k)]:
             del self._sizes[key]  # a function not called lately: measured anew next time
+        for key in [k for k, at in self._asked.items() if now - at > self._demand.window]:
+            del self._asked[key]
 
     # -- memory -----------------------------------------------------------------------------
 
     def _estimate(self, key: Any) -> int:
+        if isinstance(key, Spare):  # never less than it is counted with (``_measure``)
+            return max(self._largest, ESTIMATE)
         return self._sizes.get(key) or self._largest or ESTIMATE
 
     def _measure(self, key: Any, worker: Worker) -> int:
+        if isinstance(key, Spare):  # still starting when it comes in: counted as a worker
+            return max(worker.memory(), ESTIMATE)
         size = worker.memory() or self._estimate(key)
         self._sizes[key] = max(size, self._sizes.get(key, 0))
         self._largest = max(self._largest, size)

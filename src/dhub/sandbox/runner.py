@@ -211,7 +211,18 @@ class SandboxRunner:
             "browser": browser.setup(self.isolation.name == "bubblewrap") if browser else None,
         }
 
+        # Spares (pool.py) of the command lines most functions share: no network, no browser.
+        shape = None if call.network or browser or not self.settings.warm else str(env or "")
+
         async def start() -> tuple[Worker | None, FunctionResult]:
+            if shape is not None:
+                spare = self.pool.take_spare(shape)
+                self.pool.spare_soon(shape, functools.partial(Worker.launch, launch, limits))
+                if spare is not None:
+                    worker, result = await spare.begin({**setup, "uid": self.uid()})
+                    if worker is not None or result.kind != "sandbox":
+                        return worker, result
+                    # the spare died waiting (killed from outside): start one of our own
             for attempt in range(_NETWORK_STARTS if call.network else 1):
                 if attempt:
                     await asyncio.sleep(_NETWORK_PAUSE * 2 ** (attempt - 1))

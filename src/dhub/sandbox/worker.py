@@ -140,6 +140,15 @@ class Worker:
     ) -> tuple[Worker | None, FunctionResult]:
         """A ready worker, or None and why it could not start (``sandbox`` when the sandbox
         itself failed, the source's own error otherwise)."""
+        worker, failure = await cls.launch(launch, limits)
+        if worker is None:
+            return None, failure
+        return await worker.begin(setup)
+
+    @classmethod
+    async def launch(cls, launch: Launch, limits: Limits) -> tuple[Worker | None, FunctionResult]:
+        """A sandbox whose supervisor waits for its setup (``begin``): a spare (pool.py), or
+        the first half of ``start``."""
         try:
             launched = await launch(
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
@@ -148,18 +157,23 @@ class Worker:
             )  # fmt: skip
         except (OSError, SandboxUnavailable) as exc:
             return None, FunctionResult("sandbox", message=f"cannot start the sandbox: {exc}")
-        worker = cls(launched, limits)
+        return cls(launched, limits), FunctionResult("ok")
+
+    async def begin(self, setup: dict[str, Any]) -> tuple[Worker | None, FunctionResult]:
+        """Give the waiting supervisor its function: this worker, ready, or None and why not
+        (the worker is stopped then)."""
+        limits = self._limits
         try:
-            answer = await worker._exchange(
+            answer = await self._exchange(
                 {**setup, "limits": limits.for_child(bool(setup.get("browser")))},
                 limits.start_seconds,
             )
         except BaseException:  # cancelled while starting (a shutdown): leave nothing open
-            await asyncio.shield(worker.stop())
+            await asyncio.shield(self.stop())
             raise
         if answer.kind == "ok" and answer.value == "ready":
-            return worker, answer
-        await worker.stop()
+            return self, answer
+        await self.stop()
         if (
             answer.kind == "exception"
             and answer.error_type == "ProcessDied"
