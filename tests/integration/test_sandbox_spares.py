@@ -12,7 +12,6 @@ import os
 import signal
 from collections.abc import AsyncIterator, Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
