@@ -130,7 +130,8 @@ async def from_spare(envs: Path) -> float:
     walls = []
     try:
         for n in range(STARTS + 1):
-            await runner.pool.settle()  # the spare (and the first call's second worker) ready
+            await runner.pool.settle()  # the spare (and the last call's second worker) started
+            await asyncio.sleep(0.2)  # ... and its supervisor waiting: a function came later
             call = FunctionCall(f"def main(x):\n    return x + {n}\n", {"x": 1}, 10, owner=f"b{n}")
             began = time.perf_counter()
             assert (await runner.call(call)).ok
