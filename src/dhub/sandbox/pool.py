@@ -14,15 +14,16 @@ background (one at a time per key: no storm of starts). Workers beyond the deman
 ``idle_seconds``, are ended by a sweep. ``idle_per_key`` and ``idle_total`` cap the idle ones.
 
 **Memory budget.** Every worker the pool holds, busy or idle, counts with its memory as last
-measured (``Worker.memory``: after its start and after each call; before its first measurement
-the largest figure seen so far, or 20 MB). Before a start, least recently used idle workers of
-any key are ended until the new one fits; when it still does not, the call *waits* until a busy
-worker's memory comes back (as calls wait for a slot of ``DHUB_SANDBOX_CONCURRENCY``), and a
-background replacement is not started at all. A worker that grew during its call and no longer
-fits is ended instead of kept. So the pool's accounted memory never exceeds the budget, with
-one exception: a budget too small for a single interpreter still runs one call at a time. What
-a function allocates *during* a call is bounded by its own limit (DHUB_SANDBOX_MEMORY_MB), not
-by the budget, until the call ends and the worker is measured again.
+measured (``Worker.memory``: after its start, its first call, and then at most every second
+after a call; before its first measurement the largest figure seen so far, or 20 MB). Before a
+start, least recently used idle workers of any key are ended until the new one fits; when it
+still does not, the call *waits* until a busy worker's memory comes back (as calls wait for a
+slot of ``DHUB_SANDBOX_CONCURRENCY``), and a background replacement is not started at all. A
+worker that grew during its call and no longer fits is ended instead of kept. So the pool's
+accounted memory never exceeds the budget, with one exception: a budget too small for a single
+interpreter still runs one call at a time. What a function allocates *during* a call is bounded
+by its own limit (DHUB_SANDBOX_MEMORY_MB), not by the budget, until the call ends and the
+worker is measured again.
 
 **Spares.** Starting an interpreter is mostly the supervisor's own start (bubblewrap, Python,
 its imports and sibling files: bench/cold_start.py), the same for every function started with
@@ -55,6 +56,7 @@ Starter = Callable[[], Awaitable[tuple[Worker | None, FunctionResult]]]
 # A worker's memory before any was measured: the supervisor's and the function's process's
 # RssAnon came to 15-16 MB (2026-12-03, Python 3.11, with and without bubblewrap).
 ESTIMATE = 20 << 20
+REMEASURE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,7 @@ class WarmPool:
         self._starting: dict[Any, int] = {}
         self._asked: dict[Spare, float] = {}  # the last start of each shape
         self._held: dict[Worker, int] = {}  # every worker the pool holds -> its memory
+        self._measured: dict[Worker, float] = {}  # when each was last measured after a call
         self._sizes: dict[Any, int] = {}  # key -> its workers' largest measured memory
         self._largest = 0  # the largest measured of any key
         self._reserved = 0  # memory set aside for starts under way
@@ -204,7 +207,7 @@ class WarmPool:
         return None
 
     def _give_back(self, key: Any, worker: Worker) -> None:
-        size = self._measure(key, worker)  # again: the call may have grown it
+        size = self._remeasure(key, worker)  # the call may have grown it
         idle = self._idle.setdefault(key, deque())
         self._idle.move_to_end(key)
         wanted = len(idle) + self._demand.busy(key) < self._target(key)
@@ -305,12 +308,23 @@ class WarmPool:
         self._largest = max(self._largest, size)
         return size
 
+    def _remeasure(self, key: Any, worker: Worker) -> int:
+        """A worker's memory after a call: measured after its first call, then at most every
+        ``REMEASURE_SECONDS`` (reading /proc after every call was a sixth of a busy worker
+        process's CPU, bench/scale.py); in between, the figure it is held with."""
+        now, held = time.monotonic(), self._held.get(worker)
+        if held is not None and now - self._measured.get(worker, -math.inf) < REMEASURE_SECONDS:
+            return held
+        self._measured[worker] = now
+        return self._measure(key, worker)
+
     def _hold(self, worker: Worker, size: int) -> None:
         """Count the worker with its memory ``size``."""
         self._count(size - self._held.get(worker, 0))
         self._held[worker] = size
 
     def _release(self, worker: Worker) -> None:
+        self._measured.pop(worker, None)
         size = self._held.pop(worker, None)
         if size is not None:
             self._count(-size)
