@@ -80,6 +80,7 @@ def main() -> None:
     _FUNCTION, _HOST = _sibling("child_function"), _sibling("child_host")
     _KNOWLEDGE = _sibling("dhub_knowledge")  # for the function: `from dhub_knowledge import call`
     _PROCS = _sibling("child_procs")
+    _FUNCTION.preload()  # before the setup: a spare waits with it loaded
     server = _Lines(0)
     setup = json.loads(server.readline())
     global ALONE

@@ -89,11 +89,25 @@ def _send(fd: int, answer: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def prctl(option: int, value: int) -> None:
-    import ctypes
+_LIBC: Any = None
 
+
+def preload() -> None:
+    """Load what ``prctl`` needs (ctypes and the C library: a few milliseconds) before the
+    setup comes, so a sandbox started ahead of need (a spare, pool.py) waits with it loaded.
+    The function's process inherits it."""
+    global _LIBC
+    if _LIBC is None:
+        import ctypes
+
+        with contextlib.suppress(OSError):
+            _LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+def prctl(option: int, value: int) -> None:
+    preload()
     with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+        _LIBC.prctl(option, value, 0, 0, 0)
 
 
 def die_with_parent() -> None:
