@@ -63,10 +63,25 @@ async def test_a_steady_stream_of_n_calls_reuses_about_n_interpreters(tmp_path: 
         await runner.pool.settle()
     results = [result for each in lanes for result in each]
     assert [r.kind for r in results] == ["ok"] * 48
-    # 48 calls, 6 at a time: 6 interpreters and the spare, not one per call (the fixed pool
-    # of 2 idle ones started about 30 here).
-    assert 6 <= len(started(starts)) <= 9, started(starts)
+    # 48 calls, 6 at a time: about 6 interpreters, not one per call (the fixed pool of 2 idle
+    # ones started about 30 here). Calls about as long as a start may wait for a busy one.
+    assert 4 <= len(started(starts)) <= 9, started(starts)
     assert len({r.value for r in results}) <= 9
+
+
+async def test_calls_shorter_than_a_start_wait_for_a_busy_worker(tmp_path: Path) -> None:
+    # 40 runs in step calling one 5 ms function: once its calls are known to be short, a burst
+    # queues for the interpreters there are (each freed in milliseconds) instead of starting
+    # one per call, which under a memory budget meant ending other functions' to make room.
+    starts = tmp_path / "starts"
+    source = counted(starts, 0.005)
+    async with running(settings()) as runner:
+        assert all(r.ok for r in await lane(runner, source, "agent.a@1", 3))  # timed
+        before = len(started(starts))
+        burst = await asyncio.gather(*(lane(runner, source, "agent.a@1", 1) for _ in range(40)))
+        await runner.pool.settle()
+    assert all(each[0].ok for each in burst), burst
+    assert len(started(starts)) - before <= 12, started(starts)
 
 
 async def test_the_pool_never_exceeds_its_memory_budget(tmp_path: Path) -> None:

@@ -8,9 +8,13 @@ call timed out, ran out of memory, or its process died: such a worker is ended, 
 
 **How many it keeps.** Per key, one more than the most calls of that key in flight at once over
 the last ``demand_seconds`` (demand.py): a steady stream of N concurrent calls reuses N
-interpreters (and one spare), instead of starting and ending one per call. When a call takes
-the last idle worker of its key and the key is below that figure, one replacement starts in the
-background (one at a time per key: no storm of starts). Workers beyond the demand, or idle for
+interpreters (and one spare), instead of starting and ending one per call. A call that finds
+no idle worker of its key starts one, one start at a time per key: meanwhile, and whenever one
+of the key's busy workers is expected back sooner than a start would take (its calls, timed,
+are short), it waits for a worker to come back. So a burst grows the pool step by step to what
+keeps its queue shorter than a start, rather than by one interpreter per call. When a call
+takes the last idle worker of its key and the key is below that figure, one replacement starts
+in the background. Workers beyond the demand, or idle for
 ``idle_seconds``, are ended by a sweep. ``idle_per_key`` and ``idle_total`` cap the idle ones.
 
 **Memory budget.** Every worker the pool holds, busy or idle, counts with its memory as last
@@ -57,6 +61,9 @@ Starter = Callable[[], Awaitable[tuple[Worker | None, FunctionResult]]]
 # RssAnon came to 15-16 MB (2026-12-03, Python 3.11, with and without bubblewrap).
 ESTIMATE = 20 << 20
 REMEASURE_SECONDS = 1.0
+# What starting a worker costs, against waiting for a busy one: a cold start under bubblewrap
+# is 45-50 ms of CPU (bench/cold_start.py), even when a spare took its time off the call's path.
+START_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,11 @@ class WarmPool:
         self._asked: dict[Spare, float] = {}  # the last start of each shape
         self._held: dict[Worker, int] = {}  # every worker the pool holds -> its memory
         self._measured: dict[Worker, float] = {}  # when each was last measured after a call
+        self._working: dict[Any, int] = {}  # key -> its workers in a call, or starting
+        self._starts: set[Any] = set()  # keys with a worker starting for a call
+        self._waiting: dict[Any, deque[asyncio.Future[None]]] = {}  # key -> calls waiting
+        self._call_seconds: dict[Any, float] = {}  # key -> its calls' time, averaged
+        self._typical_call: float | None = None  # all keys' call time: a new key's guess
         self._sizes: dict[Any, int] = {}  # key -> its workers' largest measured memory
         self._largest = 0  # the largest measured of any key
         self._reserved = 0  # memory set aside for starts under way
@@ -112,9 +124,12 @@ class WarmPool:
             worker, failure = await self._acquire(key, start, warm)
             if worker is None:
                 return failure
-            if warm:
-                self._refill(key, start)
-            result = await self._run(worker, inputs, seconds, host)
+            try:
+                if warm:
+                    self._refill(key, start)
+                result = await self._run(key, worker, inputs, seconds, host)
+            finally:
+                self._done_working(key)  # a call waiting for one of the key's workers looks again
         finally:
             self._demand.end(key)
         if warm and worker.usable and not self._closed:
@@ -127,19 +142,90 @@ class WarmPool:
     async def _acquire(
         self, key: Any, start: Starter, warm: bool
     ) -> tuple[Worker | None, FunctionResult]:
-        """An idle worker of the key, or a new one once its memory fits the budget."""
+        """An idle worker of the key; else one of its busy workers once back, while another
+        of its workers is starting (one start at a time per key: a burst grows the pool step
+        by step, not by a storm of starts) or when one is expected back sooner than a start
+        would take; else a new one once its memory fits the budget. Counted as working
+        (``_working``) from then on."""
         while True:
             worker = self._take(key) if warm else None
             if worker is not None:
+                self._working[key] = self._working.get(key, 0) + 1
                 return worker, FunctionResult("ok")
+            if warm and self._working.get(key) and (key in self._starts or self._sooner_back(key)):
+                await self._worker_back(key)
+                continue
             estimate = self._estimate(key)
             if self._make_room(estimate):
                 metrics.sandbox_cold_start()
-                return await self._start(key, start, estimate)
+                self._working[key] = self._working.get(key, 0) + 1  # calls may wait for it
+                self._starts.add(key)
+                try:
+                    worker, result = await self._start(key, start, estimate)
+                finally:
+                    self._starts.discard(key)
+                    if worker is None:
+                        self._done_working(key)
+                    else:
+                        self._wake_one(key)  # the next waiting call may start another
+                return worker, result
             await self._memory_released()
 
+    # -- waiting for a worker of the key ------------------------------------------------------
+
+    def _sooner_back(self, key: Any) -> bool:
+        """Whether one of the key's busy (or starting) workers is expected back, for this call
+        and those already waiting, sooner than a new one would start: calls shorter than a
+        start queue for the workers there are instead of starting one each (64 runs in step
+        calling a 10 ms function started 64 interpreters per node)."""
+        working = self._working.get(key, 0)
+        seconds = self._call_seconds.get(key, self._typical_call)
+        if not working or seconds is None:
+            return False
+        ahead = len(self._waiting.get(key, ())) + 1
+        return ahead / working * seconds < START_SECONDS
+
+    async def _worker_back(self, key: Any) -> None:
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        queue = self._waiting.setdefault(key, deque())
+        queue.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._wake_one(key)  # it was woken: the turn goes to the next
+            raise
+        finally:
+            with contextlib.suppress(ValueError):
+                queue.remove(waiter)
+            if not queue and self._waiting.get(key) is queue:
+                del self._waiting[key]
+
+    def _done_working(self, key: Any) -> None:
+        left = self._working.get(key, 0) - 1
+        if left > 0:
+            self._working[key] = left
+        else:
+            self._working.pop(key, None)
+        self._wake_one(key)
+
+    def _wake_one(self, key: Any) -> None:
+        queue = self._waiting.get(key)
+        while queue:
+            waiter = queue.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def _timed(self, key: Any, seconds: float) -> None:
+        """A call of the key took ``seconds``: the averages ``_sooner_back`` reads."""
+        known = self._call_seconds.get(key)
+        self._call_seconds[key] = seconds if known is None else 0.8 * known + 0.2 * seconds
+        typical = self._typical_call
+        self._typical_call = seconds if typical is None else 0.9 * typical + 0.1 * seconds
+
     async def _run(
-        self, worker: Worker, inputs: dict[str, Any], seconds: float, host: Host | None
+        self, key: Any, worker: Worker, inputs: dict[str, Any], seconds: float, host: Host | None
     ) -> FunctionResult:
         began = time.perf_counter()
         metrics.sandbox_busy(1)
@@ -151,7 +237,9 @@ class WarmPool:
             raise
         finally:
             metrics.sandbox_busy(-1)
-        metrics.sandbox_called(result.kind, time.perf_counter() - began)
+        took = time.perf_counter() - began
+        metrics.sandbox_called(result.kind, took)
+        self._timed(key, took)
         return result
 
     async def _start(
@@ -239,6 +327,8 @@ class WarmPool:
             return
         if self._demand.busy(key) >= self._target(key) or self._idle_full():
             return
+        if self._sooner_back(key):
+            return  # the next call would rather wait for one back than for a start
         estimate = self._estimate(key)
         if not self._make_room(estimate):
             return  # no memory to spare: the next call waits for some instead
@@ -292,6 +382,8 @@ class WarmPool:
             del self._sizes[key]  # a function not called lately: measured anew next time
         for key in [k for k, at in self._asked.items() if now - at > self._demand.window]:
             del self._asked[key]
+        for key in [k for k in self._call_seconds if not self._demand.known(k)]:
+            del self._call_seconds[key]
 
     # -- memory -----------------------------------------------------------------------------
 
