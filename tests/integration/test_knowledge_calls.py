@@ -12,10 +12,10 @@ from fastapi.testclient import TestClient
 
 from dhub.domain.knowledge import KnowledgeTool
 from dhub.domain.resources import ResolvedAgent
+from dhub.engine import journal
 from dhub.engine.compile import compile_agent
 from dhub.engine.state import CallKnowledge, Done
 from dhub.providers.testing import Reply
-from dhub.runtime import journal
 from dhub.runtime.executor import RunResult, run_workflow
 from dhub.runtime.ports import Decision, NoKnowledge, RealClock, SandboxFunctions
 from dhub.sandbox.runner import SandboxRunner

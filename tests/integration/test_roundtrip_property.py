@@ -40,7 +40,7 @@ def maybe(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.none() | strategy
 
 
-# Create-time rules (sandbox/spec.py): the source defines an entry point, inputs/outputs are
+# Create-time rules (domain/function_spec.py): the source defines an entry point, inputs/outputs are
 # JSON schemas, decorators wrap the entry point with valid arguments, each at most once.
 main_source = st.sampled_from(
     ["def main(x):\n    return x\n", "def main(x: int, y: str = 'a') -> dict:\n    return {}\n"]

@@ -15,10 +15,10 @@ from sqlalchemy import Text, cast, func, select, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from dhub.engine import checkpoints, journal
 from dhub.engine.compile import compile_document
 from dhub.engine.state import CallFunction, Cancel, InputGiven, Step
 from dhub.engine.stepper import Stepper
-from dhub.runtime import checkpoints, journal
 from dhub.store import agents
 from dhub.store import runs as store
 from dhub.store.db import Database

@@ -15,10 +15,10 @@ import pytest
 from dhub.domain.functions import AgentToolConfig
 from dhub.domain.knowledge import KnowledgeTool
 from dhub.domain.resources import ResolvedAgent
+from dhub.engine import journal
 from dhub.engine.compile import compile_agent
 from dhub.engine.state import CallFunction
 from dhub.providers.testing import Reply
-from dhub.runtime import journal
 from dhub.runtime.executor import RunResult, run_workflow
 from dhub.runtime.ports import NoKnowledge, RealClock, SandboxFunctions
 from dhub.sandbox.errors import HostRefused

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from dhub.domain.function_spec import derive_parameters
 from dhub.sandbox.runner import FunctionCall, SandboxRunner
-from dhub.sandbox.spec import derive_parameters
 from dhub.sandbox.worker import FunctionResult, Limits
 from tests.conftest import sandbox_settings
 

@@ -9,10 +9,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dhub.engine import checkpoints
+from dhub.engine.checkpoints import apply, diff, snapshot
 from dhub.engine.compile import compile_document
 from dhub.engine.stepper import Complete, Stepper
-from dhub.runtime import checkpoints
-from dhub.runtime.checkpoints import apply, diff, snapshot
 
 keys = st.sampled_from(["a", "b", "c", "variables", "x", "results"])
 leaves = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()

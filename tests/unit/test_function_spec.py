@@ -1,5 +1,6 @@
-"""Function specs (sandbox/spec.py, sandbox/schemas.py): entry points, parameters derived from
-signatures and docstrings, call-time checks of inputs and outputs, create-time decorator rules."""
+"""Function specs (domain/function_spec.py, domain/call_schemas.py): entry points, parameters
+derived from signatures and docstrings, call-time checks of inputs and outputs, create-time
+decorator rules."""
 
 from __future__ import annotations
 
@@ -13,11 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
+from dhub.domain.call_schemas import CallInputError, CallOutputError, check_inputs, check_outputs
 from dhub.domain.errors import InvalidInput
-from dhub.domain.functions import KNOWN_DECORATORS, AgentActorConfig, AgentToolConfig
-from dhub.engine.validate import validate_agent_document
-from dhub.sandbox.schemas import CallInputError, CallOutputError, check_inputs, check_outputs
-from dhub.sandbox.spec import (
+from dhub.domain.function_spec import (
     DECORATOR_RULES,
     SpecError,
     decorator_arguments,
@@ -25,6 +24,8 @@ from dhub.sandbox.spec import (
     entry_point,
     tool_definition,
 )
+from dhub.domain.functions import KNOWN_DECORATORS, AgentActorConfig, AgentToolConfig
+from dhub.engine.validate import validate_agent_document
 from tests.conftest import FIXTURES, load_json
 
 

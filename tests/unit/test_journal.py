@@ -8,9 +8,9 @@ import pytest
 
 from dhub.engine import compaction
 from dhub.engine.compile import compile_document
+from dhub.engine.journal import command_from, command_payload, due_at, kind_of, waiting
 from dhub.engine.state import CallChat, CallFunction, Command, Step
 from dhub.engine.stepper import Stepper
-from dhub.runtime.journal import command_from, command_payload, due_at, kind_of, waiting
 from tests.conftest import FIXTURES, load_json
 from tests.support.driver import call_in_process
 from tests.unit.test_react_compaction import Conversation, support

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dhub.providers.memo import ByIdentity
+from dhub.domain.memo import ByIdentity
 
 
 def test_each_object_is_derived_once_and_equal_objects_apart() -> None:

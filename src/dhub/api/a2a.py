@@ -68,7 +68,7 @@ from dhub.api.deps import Ctx, json_body
 from dhub.api.responses import JSON
 from dhub.domain.errors import DhubError, InvalidInput
 from dhub.services.a2a_tasks import A2ATasks, Delegate, NotCancelable, UnknownTask
-from dhub.store.runs import RunRecord
+from dhub.services.types import RunRecord
 
 _CALL = "dhub.a2a"  # the scope key of what a call needs (``Call``)
 

@@ -36,7 +36,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from dhub.runtime.run_writer import chat_reply
 from dhub.services.a2a_tasks import Ask, Delegate
 from dhub.services.agent_tools import asks_person, outcome
-from dhub.store.runs import RunRecord
+from dhub.services.types import RunRecord
 
 PREFIX = "/a2a/agents"
 CARD_PATH = "/.well-known/agent-card.json"

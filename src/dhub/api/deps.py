@@ -25,7 +25,7 @@ from dhub.services.runs import RunService, TaskService
 from dhub.services.tables import TableService
 from dhub.services.templates import ArtifactService, TemplateService
 from dhub.services.triggers import TriggerService
-from dhub.store.db import Database
+from dhub.services.types import Database
 
 
 @dataclass

@@ -15,8 +15,7 @@ from typing import Any
 from starlette.datastructures import QueryParams
 
 from dhub.domain.errors import FieldError, InvalidInput
-from dhub.store.agents import AgentFilter
-from dhub.store.resources import ResourceFilter
+from dhub.services.types import AgentFilter, ResourceFilter
 
 MAX_PAGE = 200
 MAX_TAGS = 20  # each tag is one more condition of the query

@@ -16,7 +16,14 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import MISSING
 
+from dhub.domain.call_schemas import CallOutputError, FieldProblem, check_outputs
 from dhub.domain.documents import MEDIA_TYPES, RenderError, check_values, is_template_id, render
+from dhub.domain.function_spec import (
+    SpecError,
+    derive_parameters,
+    entry_point,
+    parameters_from_inputs,
+)
 from dhub.domain.nodes import (
     ActorCallWorkflowNode,
     CodeWorkflowNode,
@@ -36,8 +43,6 @@ from dhub.domain.pointers import join
 from dhub.domain.resources import unreachable
 from dhub.engine.expressions import ExpressionError, Expressions, Where
 from dhub.engine.values import InputError, check_output, coerce_inputs, operate
-from dhub.sandbox.schemas import CallOutputError, FieldProblem, check_outputs
-from dhub.sandbox.spec import SpecError, derive_parameters, entry_point, parameters_from_inputs
 
 Scope = dict[str, Any]
 CONVERSATION = "conversation."
@@ -265,7 +270,7 @@ def call_values(node: WorkflowNode, value: Any) -> dict[str, Any]:
 
 def _code_values(node: CodeWorkflowNode, value: Any) -> dict[str, Any]:
     """A code node's result, its declared ``outputs`` checked against their JSON Schemas (or
-    bare type names) by the validator tools use (sandbox/schemas.py: pure, no I/O)."""
+    bare type names) by the validator tools use (domain/call_schemas.py: pure, no I/O)."""
     if not isinstance(value, dict):
         raise NodeFailure(
             f"main() returned {type(value).__name__}; it must return an object (a dict)",

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dhub.providers.memo import ByIdentity
-from dhub.providers.tokens import MESSAGE_OVERHEAD, TOOL_OVERHEAD, estimate_schema, estimate_text
+from dhub.domain.memo import ByIdentity
+from dhub.domain.tokens import MESSAGE_OVERHEAD, TOOL_OVERHEAD, estimate_schema, estimate_text
 
 SUMMARY_PREFIX = "Summary of the earlier conversation:\n"
 SUMMARY_SYSTEM = (

@@ -11,13 +11,13 @@ from pydantic import TypeAdapter, ValidationError
 from dhub.domain.agent import BUILTIN_FOLDER, SERVER_OWNED_FIELDS, AgentSpec
 from dhub.domain.documents import is_template_id
 from dhub.domain.errors import FieldError, InvalidInput
+from dhub.domain.function_spec import Problem, code_problems, function_problems
 from dhub.domain.functions import ITEM_TAGS
 from dhub.domain.nodes import NODE_TYPES
 from dhub.domain.pointers import from_validation_error, join
 from dhub.engine import usage
 from dhub.engine.expressions import is_one_block
 from dhub.engine.graph_checks import check_workflow
-from dhub.sandbox.spec import Problem, code_problems, function_problems
 
 _UNION_TAGS = ITEM_TAGS | frozenset(NODE_TYPES) | {"int", "float"}
 _spec_adapter: TypeAdapter[AgentSpec] | None = None
@@ -125,7 +125,7 @@ def check_bounds(doc: dict[str, Any]) -> list[FieldError]:
 
 def check_functions(doc: dict[str, Any]) -> list[FieldError]:
     """Inline functions (entry point, schemas, decorators) and code nodes' sources, read
-    without running them (sandbox/spec.py)."""
+    without running them (domain/function_spec.py)."""
     errors: list[FieldError] = []
     for path in _FUNCTION_ITEMS:
         for at, item in _walk(doc, path):

@@ -1,58 +1,38 @@
-"""Offline token counts (no tokenizer downloads): a calibrated estimate.
+"""Offline token counts (no tokenizer downloads): a calibrated estimate of model requests.
 
-The base estimate splits text the way BPE pre-tokenizers do (words with their leading space,
-digit runs of up to three, punctuation runs) and charges a word of up to 10 characters one
-token and a longer one a token per ~8 characters, punctuation a token per 2 characters, CJK a
-token per character: rough (the tests hold it within 35% of hand counts). Each reply that
-reports real usage calibrates it: the ratio of the provider's input count to the estimate is
+The base estimate of text is domain/tokens.py's. Each reply that reports real usage
+calibrates it: the ratio of the provider's input count to the estimate is
 kept per model (a moving average), so budgets follow the model's own tokenizer after the first
 calls.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
-import re
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable
 
-from dhub.providers.memo import ByIdentity
+from dhub.domain.memo import ByIdentity
+from dhub.domain.tokens import (
+    IMAGE_TOKENS,
+    MESSAGE_OVERHEAD,
+    TOOL_OVERHEAD,
+    estimate_schema,
+    estimate_text,
+)
 from dhub.providers.types import Message, ModelRequest, ToolSpec
 
-_PIECES = re.compile(r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d{1,3}| ?[^\s\w]+|\s+""", re.UNICODE)
-MESSAGE_OVERHEAD = 4  # role and separators of each message
-TOOL_OVERHEAD = 8  # a tool definition's framing
-IMAGE_TOKENS = 800  # a typical image's share, whatever its size
-
-
-@functools.lru_cache(maxsize=8192)
-def estimate_text(text: str) -> int:
-    """Tokens in ``text`` by the base estimate. Remembered: a transcript is estimated again at
-    every call of a loop (the budget, the calibration), and its messages do not change."""
-    if not text:
-        return 0
-    count = 0
-    for piece in _PIECES.findall(text):
-        stripped = piece.strip()
-        if not stripped:
-            count += 1 if len(piece) > 1 or piece == "\n" else 0
-        elif not (stripped[0].isalnum() or (stripped[0] == "'" and stripped[1:2].isalnum())):
-            count += math.ceil(len(stripped) / 2)  # punctuation merges in pairs, roughly
-        elif (wide := sum(1 for c in stripped if ord(c) >= 0x2E80)) > 0:
-            # Scripts without spaces (CJK, ...) cost about a token per character.
-            count += wide + _word(len(stripped) - wide)
-        else:
-            count += _word(len(stripped))
-    return count
-
-
-def _word(length: int) -> int:
-    """Common words are one token; long ones split into pieces of ~8 characters."""
-    if length == 0:
-        return 0
-    return 1 if length <= 10 else math.ceil(length / 8)
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "TOOL_OVERHEAD",
+    "TokenCounter",
+    "estimate_message",
+    "estimate_messages",
+    "estimate_request",
+    "estimate_schema",
+    "estimate_text",
+    "estimate_tools",
+]
 
 
 def estimate_messages(messages: Iterable[Message], system: str = "") -> int:
@@ -79,14 +59,6 @@ def estimate_tools(tools: Iterable[ToolSpec]) -> int:
         + estimate_schema(t.parameters)
         for t in tools
     )  # fmt: skip
-
-
-def _schema(schema: Mapping[str, Any]) -> int:
-    return estimate_text(json.dumps(dict(schema)))
-
-
-# A tool's parameters are the same (unchanging) schema at every call of a loop.
-estimate_schema = ByIdentity(_schema)
 
 
 def estimate_request(request: ModelRequest) -> int:

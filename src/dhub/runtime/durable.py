@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dhub.domain.ids import now_ms
+from dhub.engine import journal
 from dhub.engine.compile import CompiledGraph
 from dhub.engine.state import (
     AwaitConfirmation,
@@ -34,7 +35,6 @@ from dhub.engine.state import (
     SleepUntil,
 )
 from dhub.observability import logs, metrics, traces
-from dhub.runtime import journal
 from dhub.runtime.admission import Admission
 from dhub.runtime.executor import RunResult, resume_workflow, run_workflow
 from dhub.runtime.group_commit import AfterWrite, GroupCommitter

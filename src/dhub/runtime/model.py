@@ -10,11 +10,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from dhub.domain.memo import ByIdentity
 from dhub.engine.state import CallChat, CallModel
 from dhub.observability import metrics
 from dhub.providers.demo import NAME as DEMO
 from dhub.providers.errors import ProviderError
-from dhub.providers.memo import ByIdentity
 from dhub.providers.registry import Providers
 from dhub.providers.types import (
     Delta,

@@ -23,6 +23,7 @@ from typing import Any
 
 from dhub.domain.documents import file_name
 from dhub.domain.ids import new_id, now_ms
+from dhub.engine import checkpoints, journal
 from dhub.engine.state import (
     AwaitConfirmation,
     AwaitInput,
@@ -33,7 +34,7 @@ from dhub.engine.state import (
     Step,
 )
 from dhub.observability import metrics
-from dhub.runtime import checkpoints, journal, mail
+from dhub.runtime import mail
 from dhub.runtime.deltas import coalesce
 from dhub.runtime.executor import RunResult
 from dhub.runtime.group_commit import GroupCommitter

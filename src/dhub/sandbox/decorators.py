@@ -1,7 +1,7 @@
 """Function decorators: platform behaviour around a call of the entry point (DESIGN.md 5).
 
 ``{decorator, name, arguments}`` entries of a function spec, checked at create time
-(sandbox/spec.py), become a ``Policy`` applied here, on the server side of the sandbox, so
+(domain/function_spec.py), become a ``Policy`` applied here, on the server side of the sandbox, so
 that they hold across calls and workers:
 
 - ``retry`` {attempts, delay, backoff}: up to ``attempts`` tries in all, waiting ``delay`` times

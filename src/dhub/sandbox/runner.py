@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dhub.domain.call_schemas import CallInputError, CallOutputError, check_inputs, check_outputs
 from dhub.sandbox.browser import CHROMIUM, PROCESSES, find_browser
 from dhub.sandbox.decorators import Clock, Decorators, Policy
 from dhub.sandbox.envs import DependencyError, Environments, base_python
 from dhub.sandbox.isolation import SCRATCH, Bubblewrap, Isolation, SandboxUnavailable, Unsafe
 from dhub.sandbox.pool import WarmPool
-from dhub.sandbox.schemas import CallInputError, CallOutputError, check_inputs, check_outputs
 from dhub.sandbox.worker import FunctionResult, Host, Limits, Worker
 
 # Tries to start a sandbox with network: slirp4netns attaching to the namespace while

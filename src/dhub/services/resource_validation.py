@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from dhub.domain.agent import SERVER_OWNED_FIELDS
 from dhub.domain.documents import FORMATS, body_problems, variable_problems
 from dhub.domain.errors import FieldError
+from dhub.domain.function_spec import function_problems
 from dhub.domain.functions import ITEM_TAGS
 from dhub.domain.mcp import body_problems as mcp_problems
 from dhub.domain.pointers import from_validation_error, join
@@ -28,7 +29,6 @@ from dhub.domain.secrets import MAX_VALUE, env_name_problem
 from dhub.engine.validate import check_text
 from dhub.knowledge.ontology_schema import schema_problems
 from dhub.knowledge.tables_schema import column_problems
-from dhub.sandbox.spec import function_problems
 
 _UNION_TAGS = ITEM_TAGS | {"int", "float"}
 
@@ -199,7 +199,7 @@ def _template_problems(body: dict[str, Any]) -> list[FieldError]:
 
 
 def _function_problems(item: dict[str, Any], at: tuple[str | int, ...]) -> list[FieldError]:
-    """An inline function's create-time problems (sandbox/spec.py), as for an agent's inline
+    """An inline function's create-time problems (domain/function_spec.py), as for an agent's inline
     tools: the entry point is looked up by ``name``."""
     function = item.get("function")
     if not isinstance(function, dict):

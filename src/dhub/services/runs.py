@@ -25,13 +25,13 @@ from dhub.domain.bounds import INT32_MAX
 from dhub.domain.errors import Conflict, FieldError, Forbidden, InvalidInput, NotFound
 from dhub.domain.ids import new_id, now_ms
 from dhub.domain.nodes import InputField
+from dhub.engine import checkpoints
 from dhub.engine.compile import CompiledGraph
 from dhub.engine.state import CancelRun, RunState
 from dhub.engine.stepper import Stepper
 from dhub.engine.values import InputError, check_submission
 from dhub.observability import metrics, traces
 from dhub.providers.types import EFFORTS
-from dhub.runtime import checkpoints
 from dhub.runtime.dispatch import STEPS_CHANNEL, Dispatch, InProcess, notify
 from dhub.runtime.durable import RunExecutor
 from dhub.runtime.ports import Answer, Decision

@@ -38,7 +38,9 @@ from dhub.services.knowledge import KnowledgeCalls
 from dhub.services.mcp_client import McpClients
 from dhub.services.secret_vault import SecretVault
 from dhub.settings import Settings, secure_data_dir
+from dhub.store import workers as worker_rows
 from dhub.store.db import Database
+from dhub.store.workers import WorkerRecord
 
 log = logging.getLogger("dhub.sandbox")
 stop_log = logging.getLogger("dhub.runtime")
@@ -239,3 +241,9 @@ async def open_runtime(settings: Settings, worker: WorkerOptions | None = None) 
             db, executor, queue, worker.concurrency, worker.queues, worker.grace
         )
     return runtime
+
+
+async def worker_listing(db: Database) -> list[WorkerRecord]:
+    """The workers that took jobs lately, oldest first (GET /api/v1/workers)."""
+    async with db.read() as conn:
+        return await worker_rows.listing(conn)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from dhub.engine import journal
 from dhub.engine.state import AwaitInput, Cancel, Command, Complete, Fail
-from dhub.runtime import journal
 
 Closing = Literal["done", "cancelled"]
 

@@ -32,7 +32,7 @@ from sqlalchemy import (
 )
 
 from dhub.domain.ids import now_ms
-from dhub.runtime import checkpoints
+from dhub.engine import checkpoints
 from dhub.store.db import Conn
 from dhub.store.run_records import Closing as Closing
 from dhub.store.run_records import CommandRecord as CommandRecord

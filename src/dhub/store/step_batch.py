@@ -24,7 +24,7 @@ from sqlalchemy import JSON, BigInteger, Boolean, bindparam, case, func, insert,
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql.base import Executable
 
-from dhub.runtime import checkpoints
+from dhub.engine import checkpoints
 from dhub.store import artifacts
 from dhub.store import conversations as chats
 from dhub.store.db import Conn

@@ -15,7 +15,7 @@ from dhub.api.responses import ERROR_RESPONSES, JSON, encode
 from dhub.domain.bounds import SeqNumber
 from dhub.domain.errors import FieldError, InvalidInput
 from dhub.services import usage as usage_service
-from dhub.store.runs import CommandRecord, EventRecord, RunRecord
+from dhub.services.types import CommandRecord, EventRecord, RunRecord
 
 router = APIRouter(tags=["runs"], responses=ERROR_RESPONSES)
 

@@ -18,7 +18,7 @@ from dhub.domain.triggers import (
     TIMESTAMP_HEADER,
 )
 from dhub.services.triggers import TriggerView
-from dhub.store.triggers import TriggerEvent
+from dhub.services.types import TriggerEvent
 
 router = APIRouter(prefix="/agents/{agent_id}/triggers", tags=["triggers"],
                    responses=ERROR_RESPONSES)  # fmt: skip

@@ -12,7 +12,7 @@ from dhub.api.responses import ERROR_RESPONSES, JSON
 from dhub.domain.ids import now_ms
 from dhub.runtime.worker import HEARTBEAT_SECONDS
 from dhub.services.principals import require_admin
-from dhub.store import workers as rows
+from dhub.services.runtime import worker_listing
 
 router = APIRouter(tags=["workers"], responses=ERROR_RESPONSES)
 
@@ -41,8 +41,7 @@ async def list_workers(ctx: Ctx) -> JSON:
     many runs each had in memory then (admins). Embedded mode has none: the server executes
     its runs itself."""
     require_admin(ctx.who)
-    async with ctx.svc.db.read() as conn:
-        found = await rows.listing(conn)
+    found = await worker_listing(ctx.svc.db)
     fresh = now_ms() - int(3 * HEARTBEAT_SECONDS * 1000)
     data = [{**dataclasses.asdict(w), "alive": w.heartbeat_at >= fresh} for w in found]
     return JSON({"data": data, "execution": "embedded" if ctx.svc.runs.dispatch.holds_new_runs

@@ -18,9 +18,9 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 
+from dhub.domain.call_schemas import schema_problem_at
 from dhub.domain.functions import AgentActorConfig, AgentToolConfig, FunctionSpec
-from dhub.sandbox.schemas import schema_problem_at
-from dhub.sandbox.signature import NOT_JSON, hint_schema, literal, nullable, parameter_docs, summary
+from dhub.domain.signature import NOT_JSON, hint_schema, literal, nullable, parameter_docs, summary
 
 JsonSchema = dict[str, Any]
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef

@@ -1,0 +1,20 @@
+"""The store's records and filters that routes handle, named here: the API reaches the store
+only through services (issue 24; an import-linter contract in pyproject.toml holds it)."""
+
+from __future__ import annotations
+
+from dhub.store.agents import AgentFilter
+from dhub.store.db import Database
+from dhub.store.resources import ResourceFilter
+from dhub.store.runs import CommandRecord, EventRecord, RunRecord
+from dhub.store.triggers import TriggerEvent
+
+__all__ = [
+    "AgentFilter",
+    "CommandRecord",
+    "Database",
+    "EventRecord",
+    "ResourceFilter",
+    "RunRecord",
+    "TriggerEvent",
+]
