@@ -29,8 +29,8 @@ from dhub.domain.nodes import (
     WorkflowNode,
 )
 from dhub.domain.resources import ResolvedAgent
-from dhub.engine.react import AgentNode, ReactConfig
 from dhub.engine.react_build import broken_config, react_config, react_nodes
+from dhub.engine.react_config import AgentNode, ReactConfig
 from dhub.engine.validate import validate_agent_document
 
 ROOT = ""  # the id of the top-level scope

@@ -12,20 +12,18 @@ nested frames dropped.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dhub.domain.nodes import HumanInputWorkflowNode, LoopWorkflowNode, ParallelWorkflowNode
 from dhub.engine import actions
 from dhub.engine.actions import Evaluate, NodeFailure
 from dhub.engine.state import node_key
 from dhub.engine.values import field_defaults
-
-if TYPE_CHECKING:
-    from dhub.engine.walk import Walk
+from dhub.engine.walk_port import WalkPort
 
 
 class Containers:
-    def __init__(self, walk: Walk) -> None:
+    def __init__(self, walk: WalkPort) -> None:
         self.walk = walk
         self.state = walk.state
         self.graph = walk.graph

@@ -22,136 +22,20 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-from dhub.domain.knowledge import KnowledgeTool
-from dhub.engine import compaction, usage
+from dhub.engine import compaction, react_calls, usage
 from dhub.engine.actions import NodeFailure
+from dhub.engine.react_config import (
+    SET_VARIABLE,
+    AgentNode,
+)
+from dhub.engine.react_loop import Loop, loop_at, new_loop
 from dhub.engine.state import CallChat, Confirmed, Done, InputGiven, Woke, node_key
-
-if TYPE_CHECKING:
-    from dhub.engine.walk import Walk
-
-ToolKind = Literal["tool", "actor", "builtin", "role", "knowledge"]
-SET_VARIABLE = "set_conversation_variable"
-MAX_RESULT_CHARS = 20_000  # a tool result longer than this is cut for the model (not the log)
-ROLE_PARAMETERS: dict[str, Any] = {
-    "type": "object",
-    "properties": {"task": {"type": "string", "description": "What to do, with everything "
-                                                             "needed to do it."}},
-    "required": ["task"],
-}  # fmt: skip
+from dhub.engine.walk_port import WalkPort
 
 
-@dataclass(frozen=True)
-class ReactTool:
-    """What the model may call. ``kind`` tool runs at once, actor after a person's yes when
-    ``confirm``; builtin is performed by the engine itself; role runs a delegate's loop;
-    knowledge is an operation the runtime performs on a listed table, template or ontology
-    (after a person's yes too when ``confirm``)."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any]
-    kind: ToolKind = "tool"
-    confirm: bool = False
-    source: str = ""
-    entry: str | None = None
-    timeout: float = 30.0
-    dependencies: tuple[str, ...] = ()
-    network: bool = False
-    outputs: dict[str, Any] | None = None
-    decorators: tuple[dict[str, Any], ...] = ()
-    browser: bool = False  # require_browser
-    knowledge: KnowledgeTool | None = None  # kind "knowledge": what the runtime performs
-
-    def definition(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description,
-                "parameters": self.parameters}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class ReactConfig:
-    """A react agent (or a role) resolved for running: its system prompt rendered, its tools
-    inline, its roles with their own configs."""
-
-    system: str
-    model_provider: str
-    model: str
-    tools: tuple[ReactTool, ...] = ()
-    max_iterations: int = 50
-    outputs: dict[str, Any] | None = None
-    reasoning_effort: str | None = None
-    options: dict[str, Any] = field(default_factory=dict)
-    conversation_variables: tuple[str, ...] = ()
-    compaction: compaction.Settings | None = None  # None: no budget is known
-    roles: tuple[ReactRole, ...] = ()
-    # Why the agent cannot run as stored (a reference deleted since it was saved): a run that
-    # meets it fails with this message instead of calling anything.
-    broken: str | None = None
-
-    def tool(self, name: str) -> ReactTool | None:
-        return next((t for t in self.tools if t.name == name), None)
-
-    def role(self, name: str) -> ReactConfig:
-        return next(r.config for r in self.roles if r.name == name)
-
-    def definitions(self) -> list[dict[str, Any]]:
-        return [t.definition() for t in self.tools]
-
-
-@dataclass(frozen=True)
-class ReactRole:
-    name: str
-    description: str
-    config: ReactConfig
-
-
-@dataclass(frozen=True)
-class AgentNode:
-    """The node that runs the loop (not a document node: react agents have no nodes)."""
-
-    id: str
-    config: ReactConfig
-    type: Literal["agent"] = "agent"
-
-
-@dataclass
-class Loop:
-    """One loop being stepped: the top one (``path`` "") or a delegate's. ``data`` is its
-    JSON in the run state."""
-
-    walk: Walk
-    frame: str
-    node: AgentNode
-    top: dict[str, Any]
-    path: str
-    data: dict[str, Any]
-    config: ReactConfig
-
-    def issue(self, mark: str = "running") -> str:
-        """A new command id for this loop, routed back to it."""
-        command_id = self.walk.wait_on(self.frame, self.node.id, mark)
-        self.top["routes"][command_id] = self.path
-        return command_id
-
-    def trace(self, kind: str, **detail: Any) -> None:
-        if self.path:
-            detail["delegate"] = self.path
-        self.walk.trace(kind, self.frame, self.node.id, **detail)
-
-    def parent(self) -> Loop:
-        path, _, _ = self.path.rpartition("/")
-        return _loop_at(self.walk, self.frame, self.node, self.top, path)
-
-
-def new_loop(messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    return {"messages": messages, "iteration": 0, "calls": [], "asking": None,
-            "repaired": False, "usage": {}, "subs": {}, **extra}  # fmt: skip
-
-
-def begin(walk: Walk, frame: str, node: AgentNode) -> None:
+def begin(walk: WalkPort, frame: str, node: AgentNode) -> None:
     """Start the loop with the run's task: the chat message, the event, or the ``message``
     input, after the chat's earlier turns (``sys.history``, ``sys.summary``)."""
     _check_runnable(node)
@@ -185,16 +69,14 @@ def task_of(sys: dict[str, Any], inputs: dict[str, Any]) -> str:
 
 
 def on_event(
-    walk: Walk, event: Done | Woke | InputGiven | Confirmed, frame: str, node: AgentNode
+    walk: WalkPort, event: Done | Woke | InputGiven | Confirmed, frame: str, node: AgentNode
 ) -> None:
     """A result for one of the loop's commands (or of a delegate's)."""
-    from dhub.engine import react_calls
-
     top = walk.state.agents[node_key(frame, node.id)]
     del walk.state.pending[event.command_id]
     path = top["routes"].pop(event.command_id, "")
     _check_runnable(node)
-    loop = _loop_at(walk, frame, node, top, path)
+    loop = loop_at(walk, frame, node, top, path)
     data = loop.data
     if event.command_id == data["asking"]:
         if not isinstance(event, Done):
@@ -206,6 +88,7 @@ def on_event(
             raise ValueError(f"command {event.command_id} is a model call")
         return _summarized(loop, event)
     react_calls.on_result(loop, event)
+    next_turn_if_done(loop)
     return None
 
 
@@ -232,14 +115,6 @@ def pending_messages(
         turns = data["messages"][: compacting["count"]]
         return compaction.summary_request(turns, data.get("summary"))
     return None
-
-
-def _loop_at(walk: Walk, frame: str, node: AgentNode, top: dict[str, Any], path: str) -> Loop:
-    data, config = top, node.config
-    for call_id in path.split("/") if path else ():
-        data = data["subs"][call_id]
-        config = config.role(data["role"])
-    return Loop(walk, frame, node, top, path, data, config)
 
 
 # -- the model -------------------------------------------------------------------------------
@@ -289,8 +164,6 @@ def _system(loop: Loop) -> str:
 
 
 def _answered(loop: Loop, event: Done) -> None:
-    from dhub.engine import react_calls
-
     data = loop.data
     if event.usage:
         _usage(loop, event.usage)
@@ -309,7 +182,9 @@ def _answered(loop: Loop, event: Done) -> None:
         answer = message.get("parsed") if loop.config.outputs else message.get("content", "")
         return finish(loop, answer)
     for call in calls:
-        react_calls.start(loop, call)
+        delegate = react_calls.start(loop, call)
+        if delegate is not None:
+            ask_or_fail(delegate)
     next_turn_if_done(loop)
     return None
 
@@ -336,22 +211,22 @@ def finish(loop: Loop, answer: Any) -> None:
         spent = dict(loop.data["usage"])
         loop.walk.succeed(loop.frame, loop.node.id, {"answer": answer}, usage=spent)
         return
-    from dhub.engine import react_calls
-
     text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
     loop.trace("agent.answered", answer=answer)
-    react_calls.delegate_done(loop.parent(), loop.path.rpartition("/")[2], text, False)
+    caller = loop.parent()
+    react_calls.delegate_done(caller, loop.path.rpartition("/")[2], text, False)
+    next_turn_if_done(caller)
 
 
 def fail(loop: Loop, failure: NodeFailure) -> None:
     """A loop that cannot go on: the node fails, or a delegate's caller gets the error."""
     if not loop.path:
         raise failure
-    from dhub.engine import react_calls
-
     loop.trace("agent.failed", error={"kind": failure.kind, "message": str(failure)})
     message = f"The {loop.data['role']} role could not finish ({failure.kind}): {failure}"
-    react_calls.delegate_done(loop.parent(), loop.path.rpartition("/")[2], message, True)
+    caller = loop.parent()
+    react_calls.delegate_done(caller, loop.path.rpartition("/")[2], message, True)
+    next_turn_if_done(caller)
 
 
 def _assistant(message: dict[str, Any]) -> dict[str, Any]:

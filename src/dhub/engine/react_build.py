@@ -25,7 +25,7 @@ from dhub.domain.nodes import (
 from dhub.domain.resources import InlineRole
 from dhub.engine import compaction
 from dhub.engine.actions import function_parameters
-from dhub.engine.react import (
+from dhub.engine.react_config import (
     ROLE_PARAMETERS,
     SET_VARIABLE,
     AgentNode,

@@ -7,15 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dhub.engine.react import (
-    MAX_RESULT_CHARS,
-    SET_VARIABLE,
-    Loop,
-    ReactTool,
-    ask_or_fail,
-    new_loop,
-    next_turn_if_done,
-)
+from dhub.engine.react_config import MAX_RESULT_CHARS, SET_VARIABLE, ReactTool
+from dhub.engine.react_loop import Loop, new_loop
 from dhub.engine.state import (
     AwaitConfirmation,
     CallFunction,
@@ -27,8 +20,9 @@ from dhub.engine.state import (
 )
 
 
-def start(loop: Loop, asked: dict[str, Any]) -> None:
-    """Begin one call the model asked for."""
+def start(loop: Loop, asked: dict[str, Any]) -> Loop | None:
+    """Begin one call the model asked for; a role's call: the delegate's loop, which the caller
+    (react.py) asks at once."""
     name, arguments = str(asked.get("name", "")), asked.get("arguments") or {}
     call: dict[str, Any] = {"id": asked["id"], "name": name, "arguments": arguments,
                             "status": "done", "command": None}  # fmt: skip
@@ -37,13 +31,13 @@ def start(loop: Loop, asked: dict[str, Any]) -> None:
     if tool is None:
         known = ", ".join(t.name for t in loop.config.tools) or "none"
         _result(call, f"There is no tool named '{name}'. The tools are: {known}.", True)
-        return
+        return None
     loop.trace("tool.called", call_id=call["id"], name=name, arguments=arguments,
                category=tool.kind)  # fmt: skip
     if tool.kind == "builtin":
         _builtin(loop, call)
     elif tool.kind == "role":
-        _delegate(loop, call, tool)
+        return _delegate(loop, call, tool)
     elif tool.confirm:
         call["status"] = "waiting"
         call["command"] = loop.issue("waiting")
@@ -53,10 +47,12 @@ def start(loop: Loop, asked: dict[str, Any]) -> None:
         )
     else:
         _run(loop, call, tool, arguments)
+    return None
 
 
 def on_result(loop: Loop, event: Done | Woke | InputGiven | Confirmed) -> None:
-    """The result of a call's command (a function's, or a person's decision)."""
+    """The result of a call's command (a function's, or a person's decision); the caller
+    (react.py) asks the model again once every call of the turn is done."""
     call = next((c for c in loop.data["calls"] if c.get("command") == event.command_id), None)
     if call is None:
         raise ValueError(f"command {event.command_id} belongs to no call of '{loop.node.id}'")
@@ -64,17 +60,16 @@ def on_result(loop: Loop, event: Done | Woke | InputGiven | Confirmed) -> None:
         _decided(loop, call, event)
     elif isinstance(event, Done):
         _finished(loop, call, event)
-    next_turn_if_done(loop)
 
 
 def delegate_done(loop: Loop, call_id: str, text: str, is_error: bool) -> None:
-    """A delegate's loop ended: its answer (or why not) is its call's result."""
+    """A delegate's loop ended: its answer (or why not) is its call's result (the caller,
+    react.py, goes on with the turn)."""
     call = next(c for c in loop.data["calls"] if c["id"] == call_id)
     call["status"] = "done"
     _result(call, text, is_error)
     kind = "tool.failed" if is_error else "tool.succeeded"
     loop.trace(kind, call_id=call_id, name=call["name"], result=text)
-    next_turn_if_done(loop)
 
 
 def _run(loop: Loop, call: dict[str, Any], tool: ReactTool, arguments: dict[str, Any]) -> None:
@@ -144,12 +139,12 @@ def _builtin(loop: Loop, call: dict[str, Any]) -> None:
                result={"name": name, "value": value})  # fmt: skip
 
 
-def _delegate(loop: Loop, call: dict[str, Any], tool: ReactTool) -> None:
+def _delegate(loop: Loop, call: dict[str, Any], tool: ReactTool) -> Loop | None:
     """A role: a nested loop with the role's config, its task the call's ``task``."""
     task = call["arguments"].get("task")
     if not isinstance(task, str) or not task.strip():
         _result(call, "Give the role a 'task': what it should do, as text.", True)
-        return
+        return None
     call["status"] = "delegated"
     sub = new_loop([{"role": "user", "content": task}], role=tool.name)
     loop.data["subs"][call["id"]] = sub
@@ -157,7 +152,7 @@ def _delegate(loop: Loop, call: dict[str, Any], tool: ReactTool) -> None:
     nested = Loop(loop.walk, loop.frame, loop.node, loop.top, path, sub,
                   loop.config.role(tool.name))  # fmt: skip
     nested.trace("agent.delegated", role=tool.name, task=task)
-    ask_or_fail(nested)
+    return nested
 
 
 def _result(call: dict[str, Any], text: str, is_error: bool) -> None:

@@ -21,7 +21,7 @@ from dhub.engine import actions, react, usage
 from dhub.engine.actions import NodeFailure
 from dhub.engine.compile import CompiledGraph, Link
 from dhub.engine.expressions import Expressions, shared
-from dhub.engine.react import AgentNode
+from dhub.engine.react_config import AgentNode
 from dhub.engine.state import (
     AwaitConfirmation,
     AwaitInput,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from dhub.domain.knowledge import KnowledgeTool
 from dhub.domain.nodes import (
@@ -52,13 +52,11 @@ from dhub.engine.state import (
     Step,
     node_key,
 )
-
-if TYPE_CHECKING:
-    from dhub.engine.stepper import Stepper
+from dhub.engine.walk_port import StepperPort
 
 
 class Walk:
-    def __init__(self, stepper: Stepper, state: RunState) -> None:
+    def __init__(self, stepper: StepperPort, state: RunState) -> None:
         self.stepper = stepper
         self.graph = stepper.graph
         self.state = state

@@ -16,7 +16,7 @@ from dhub.domain.errors import FieldError
 from dhub.domain.nodes import LLMWorkflowNode
 from dhub.domain.pointers import join
 from dhub.engine.compile import CompiledGraph
-from dhub.engine.react import AgentNode, ReactConfig
+from dhub.engine.react_config import AgentNode, ReactConfig
 from dhub.providers.registry import Providers
 
 
