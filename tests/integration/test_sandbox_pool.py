@@ -207,3 +207,25 @@ def _running_any(pid: int) -> bool:
             return f.read().rsplit(b")", 1)[1].split()[0] not in (b"Z", b"X")
     except OSError:
         return False
+
+
+async def test_long_calls_of_a_new_function_run_at_once(tmp_path: Path) -> None:
+    # Another function's calls are short; this one's are not known yet: its first calls get
+    # interpreters of their own (one start after the other) instead of queueing for the one
+    # that is busy for a second and a half. Each call marks its start and its end.
+    marks = tmp_path / "marks"
+    slow = (
+        "import time\n\ndef main(n):\n"
+        f"    open({str(marks)!r} + '.start', 'a').write(f'{{n}}\\n')\n"
+        "    time.sleep(1.5)\n"
+        f"    open({str(marks)!r} + '.end', 'a').write(f'{{n}}\\n')\n"
+    )
+    async with running(settings()) as runner:
+        assert all(r.ok for r in await lane(runner, counted(tmp_path / "s", 0.001), "b", 5))
+        calls = [FunctionCall(slow, {"n": n}, 10, owner="agent.slow@1") for n in range(6)]
+        going = [asyncio.ensure_future(runner.call(call)) for call in calls]
+        await _until(lambda: len(started(marks.with_suffix(".end"))) > 0, seconds=10)
+        begun = len(started(marks.with_suffix(".start")))
+        results = await asyncio.gather(*going)
+    assert all(r.ok for r in results), results
+    assert begun == 6  # every call had started before the first one ended

@@ -8,14 +8,14 @@ call timed out, ran out of memory, or its process died: such a worker is ended, 
 
 **How many it keeps.** Per key, one more than the most calls of that key in flight at once over
 the last ``demand_seconds`` (demand.py): a steady stream of N concurrent calls reuses N
-interpreters (and one spare), instead of starting and ending one per call. A call that finds
-no idle worker of its key starts one, one start at a time per key: meanwhile, and whenever one
-of the key's busy workers is expected back sooner than a start would take (its calls, timed,
-are short), it waits for a worker to come back. So a burst grows the pool step by step to what
-keeps its queue shorter than a start, rather than by one interpreter per call. When a call
-takes the last idle worker of its key and the key is below that figure, one replacement starts
-in the background. Workers beyond the demand, or idle for
-``idle_seconds``, are ended by a sweep. ``idle_per_key`` and ``idle_total`` cap the idle ones.
+interpreters (and one spare), instead of starting and ending one per call. A call that finds no
+idle worker of its key starts one, at most ``STARTS_AT_ONCE`` at a time per key: beyond that,
+and whenever one of the key's busy workers is expected back sooner than a start would take (its
+own calls, timed, are short), it waits for a worker to come back. So a burst grows the pool
+step by step to what keeps its queue shorter than a start, rather than by one interpreter per
+call. When a call takes the last idle worker of its key and the key is below that figure, one
+replacement starts in the background. Workers beyond the demand, or idle for ``idle_seconds``,
+are ended by a sweep. ``idle_per_key`` and ``idle_total`` cap the idle ones.
 
 **Memory budget.** Every worker the pool holds, busy or idle, counts with its memory as last
 measured (``Worker.memory``: after its start, its first call, and then at most every second
@@ -64,6 +64,9 @@ REMEASURE_SECONDS = 1.0
 # What starting a worker costs, against waiting for a busy one: a cold start under bubblewrap
 # is 45-50 ms of CPU (bench/cold_start.py), even when a spare took its time off the call's path.
 START_SECONDS = 0.05
+# Starts of one function under way at once for its calls: a burst grows the pool a few at a
+# time (its calls, once timed, may turn out shorter than a start), not by a storm of starts.
+STARTS_AT_ONCE = 4
 
 
 @dataclass(frozen=True)
@@ -101,10 +104,9 @@ class WarmPool:
         self._held: dict[Worker, int] = {}  # every worker the pool holds -> its memory
         self._measured: dict[Worker, float] = {}  # when each was last measured after a call
         self._working: dict[Any, int] = {}  # key -> its workers in a call, or starting
-        self._starts: set[Any] = set()  # keys with a worker starting for a call
+        self._starts: dict[Any, int] = {}  # key -> its workers starting for a call
         self._waiting: dict[Any, deque[asyncio.Future[None]]] = {}  # key -> calls waiting
         self._call_seconds: dict[Any, float] = {}  # key -> its calls' time, averaged
-        self._typical_call: float | None = None  # all keys' call time: a new key's guess
         self._sizes: dict[Any, int] = {}  # key -> its workers' largest measured memory
         self._largest = 0  # the largest measured of any key
         self._reserved = 0  # memory set aside for starts under way
@@ -142,28 +144,35 @@ class WarmPool:
     async def _acquire(
         self, key: Any, start: Starter, warm: bool
     ) -> tuple[Worker | None, FunctionResult]:
-        """An idle worker of the key; else one of its busy workers once back, while another
-        of its workers is starting (one start at a time per key: a burst grows the pool step
-        by step, not by a storm of starts) or when one is expected back sooner than a start
-        would take; else a new one once its memory fits the budget. Counted as working
-        (``_working``) from then on."""
+        """An idle worker of the key; else one of its busy workers once back, while
+        ``STARTS_AT_ONCE`` of its workers are starting or when one is expected back sooner
+        than a start would take; else a new one once its memory fits the budget. Counted as
+        working (``_working``) from then on."""
         while True:
             worker = self._take(key) if warm else None
             if worker is not None:
                 self._working[key] = self._working.get(key, 0) + 1
                 return worker, FunctionResult("ok")
-            if warm and self._working.get(key) and (key in self._starts or self._sooner_back(key)):
+            starting = self._starts.get(key, 0)
+            if (
+                warm
+                and self._working.get(key)
+                and (starting >= STARTS_AT_ONCE or self._sooner_back(key))
+            ):
                 await self._worker_back(key)
                 continue
             estimate = self._estimate(key)
             if self._make_room(estimate):
                 metrics.sandbox_cold_start()
                 self._working[key] = self._working.get(key, 0) + 1  # calls may wait for it
-                self._starts.add(key)
+                self._starts[key] = self._starts.get(key, 0) + 1
                 try:
                     worker, result = await self._start(key, start, estimate)
                 finally:
-                    self._starts.discard(key)
+                    if (left := self._starts[key] - 1) > 0:
+                        self._starts[key] = left
+                    else:
+                        del self._starts[key]
                     if worker is None:
                         self._done_working(key)
                     else:
@@ -179,7 +188,7 @@ class WarmPool:
         start queue for the workers there are instead of starting one each (64 runs in step
         calling a 10 ms function started 64 interpreters per node)."""
         working = self._working.get(key, 0)
-        seconds = self._call_seconds.get(key, self._typical_call)
+        seconds = self._call_seconds.get(key)  # not another function's: they may take seconds
         if not working or seconds is None:
             return False
         ahead = len(self._waiting.get(key, ())) + 1
@@ -221,8 +230,6 @@ class WarmPool:
         """A call of the key took ``seconds``: the averages ``_sooner_back`` reads."""
         known = self._call_seconds.get(key)
         self._call_seconds[key] = seconds if known is None else 0.8 * known + 0.2 * seconds
-        typical = self._typical_call
-        self._typical_call = seconds if typical is None else 0.9 * typical + 0.1 * seconds
 
     async def _run(
         self, key: Any, worker: Worker, inputs: dict[str, Any], seconds: float, host: Host | None
