@@ -74,6 +74,8 @@ from typing import Any
 import httpx
 import psycopg
 
+from cpu_quota import CpuQuota, QuotaUnavailable
+
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 RESULTS = BENCH / "results"
@@ -85,6 +87,7 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 FINISHED = ("succeeded", "failed", "cancelled")
 IN_FLIGHT = 64  # POSTs at once
 MODEL = "gpt-4o-mini"
+QUOTA_PROBLEM: str | None = None  # why --worker-cpu could not be applied, once known
 
 
 # -- the workflow ----------------------------------------------------------------------------
@@ -399,8 +402,11 @@ class Cluster:
         sandbox: str,
         pool_idle: int = 0,
         extra_env: dict[str, str] | None = None,
+        worker_cpu: float = 0.0,
     ) -> None:
         self.work, self.name, self.workers = work, name, workers
+        # Each worker process in a CPU cgroup of this fraction of a CPU (cpu_quota.py); 0: none
+        self.worker_cpu = worker_cpu
         self.extra_env = extra_env or {}
         self.watch: dict[str, int] = {}  # other processes whose CPU counts (the model server)
         self.concurrency, self.sandbox, self.pool_idle = concurrency, sandbox, pool_idle
@@ -460,10 +466,25 @@ class Cluster:
         group = own_cgroup(popen.pid, f"{self.name}-{role}")
         if group is not None:
             self.stack.callback(drop_cgroup, group)  # after the process stopped (LIFO)
+        if self.worker_cpu and role.startswith("worker"):
+            self._quota(popen.pid, role)
         self.stack.callback(stop, popen)
         proc = Proc(role, popen, log, group)
         self.procs.append(proc)
         return proc
+
+    def _quota(self, pid: int, role: str) -> None:
+        """Hold the worker to ``worker_cpu`` of a CPU; where quotas cannot be set, say why
+        (once) and let it run unconstrained."""
+        global QUOTA_PROBLEM
+        if QUOTA_PROBLEM is not None:
+            return
+        try:
+            quota = self.stack.enter_context(CpuQuota(self.worker_cpu, f"{self.name}-{role}"))
+            quota.add(pid)
+        except (QuotaUnavailable, OSError) as exc:
+            QUOTA_PROBLEM = str(exc)
+            print(f"  --worker-cpu: {exc}; the workers run unconstrained", flush=True)
 
     def headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"}
@@ -594,6 +615,24 @@ def memory_sample(cluster: Cluster, peak: dict[str, float]) -> int:
     return interpreters
 
 
+async def warm_up(
+    client: httpx.AsyncClient,
+    db: psycopg.Connection[Any],
+    agent_id: str,
+    runs: int,
+    budget: float,
+) -> None:
+    """``runs`` runs of the agent, submitted at once and waited for (not measured)."""
+    await submit(client, agent_id, runs)
+    deadline = time.monotonic() + budget
+    query = "SELECT count(*) FROM runs WHERE status IN ('succeeded', 'failed', 'cancelled')"
+    while time.monotonic() < deadline:
+        done = db.execute(query).fetchone()
+        if done and done[0] >= runs:
+            return
+        await asyncio.sleep(0.2)
+
+
 async def batch(
     cluster: Cluster,
     scenario: str,
@@ -602,9 +641,11 @@ async def batch(
     nodes: int,
     wait_s: float,
     budget: float,
+    warmup: int = 0,
 ) -> Batch:
     """Submit ``runs`` runs of ``doc`` and wait until they all finished (or the budget ran
-    out); time from the first submit to the last ``finished_at``."""
+    out); time from the first submit to the last ``finished_at``. ``warmup`` runs of the same
+    agent go first, unmeasured: each worker's warm pool has its interpreters by then."""
     result = Batch(
         scenario, cluster.workers, cluster.concurrency, cluster.pool_idle, runs, nodes, wait_s
     )
@@ -614,7 +655,10 @@ async def batch(
     ) as client:
         agent_id = await create_agent(client, doc)
         with psycopg.connect(schema_url(cluster.schema), autocommit=True) as db:
+            if warmup:
+                await warm_up(client, db, agent_id, warmup, budget)
             t0 = time.time()
+            since = {"t0": int(t0 * 1000)}  # the measured runs: created from now on
             before = CpuSnapshot.take(cluster.procs, cluster.watch)
             commits = pg_commits(db)
             submitting = asyncio.ensure_future(submit(client, agent_id, runs))
@@ -626,7 +670,10 @@ async def batch(
                     live = memory_sample(cluster, result.peak_rss_mb)
                     result.peak_interpreters = max(result.peak_interpreters, live)
                 counts: dict[str, int] = dict(
-                    db.execute("SELECT status, count(*) FROM runs GROUP BY 1").fetchall()
+                    db.execute(
+                        "SELECT status, count(*) FROM runs WHERE created_at >= %(t0)s GROUP BY 1",
+                        since,
+                    ).fetchall()
                 )
                 result.peak_running = max(result.peak_running, counts.get("running", 0))
                 if not submitting.done():
@@ -647,12 +694,17 @@ async def batch(
             await asyncio.sleep(1.0)  # PostgreSQL flushes its statistics about once a second
             commits = pg_commits(db) - commits
             rows = db.execute(
-                "SELECT created_at, started_at, finished_at FROM runs WHERE finished_at IS NOT NULL"
+                "SELECT created_at, started_at, finished_at FROM runs WHERE finished_at IS NOT"
+                " NULL AND created_at >= %(t0)s",
+                since,
             ).fetchall()
-            statuses = db.execute("SELECT status, count(*) FROM runs GROUP BY 1").fetchall()
+            statuses = db.execute(
+                "SELECT status, count(*) FROM runs WHERE created_at >= %(t0)s GROUP BY 1", since
+            ).fetchall()
             steps, per_run = db.execute(  # type: ignore[misc]
                 "SELECT sum(step_count - 1), avg(step_count - 1) FILTER (WHERE finished_at IS"
-                " NOT NULL) FROM runs"
+                " NOT NULL) FROM runs WHERE created_at >= %(t0)s",
+                since,
             ).fetchone()
     result.statuses = dict(statuses)
     result.finished = len(rows)
@@ -751,6 +803,7 @@ def throughput(args: argparse.Namespace, work: Path, pool_idle: int, rnd: int) -
         ("embedded", "embedded", 0),
         ("1", "1 worker", 1),
         ("2", "2 workers", 2),
+        ("4", "4 workers", 4),
     ):
         if pool_idle:
             key += "p"
@@ -760,11 +813,14 @@ def throughput(args: argparse.Namespace, work: Path, pool_idle: int, rnd: int) -
         quiet = wait_quiet(args.quiet_pct, args.quiet_wait)
         slug = label.replace(" ", "_").replace(",", "") + f"-round{rnd}"
         env = settings_env(args)
-        with Cluster(work, slug, workers, concurrency, args.sandbox, pool_idle, env) as cluster:
+        cluster = Cluster(work, slug, workers, concurrency, args.sandbox, pool_idle, env,
+                          worker_cpu=args.worker_cpu)  # fmt: skip
+        with cluster:
             budget = args.budget if workers else args.embedded_budget
             b = asyncio.run(
-                batch(cluster, label, doc, args.runs, args.nodes, args.wait_ms / 1000, budget)
-            )
+                batch(cluster, label, doc, args.runs, args.nodes, args.wait_ms / 1000, budget,
+                      args.warmup_runs)
+            )  # fmt: skip
         b.cpu_pct["machine_before"] = quiet
         show(b)
         out.append(b)
@@ -952,7 +1008,21 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--only",
         default="embedded,1,2,1p,2p",
-        help="throughput scenarios: embedded, 1, 2 (workers), 1p, 2p (with --pool-idle)",
+        help="throughput scenarios: embedded, 1, 2, 4 (workers), 1p, 2p (with --pool-idle)",
+    )
+    parser.add_argument(
+        "--warmup-runs", type=int, default=0, metavar="N",
+        help="throughput scenarios: N runs first, unmeasured, so each worker's warm pool has "
+        "its interpreters (the steady state rather than the first minute)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--worker-cpu",
+        type=float,
+        default=0.0,
+        metavar="FRACTION",
+        help="each worker (and the sandboxes it starts) in a CPU cgroup of this fraction of a "
+        "CPU (e.g. 0.3), so the workers are the bottleneck; the API and PostgreSQL run "
+        "unconstrained (needs root and the cgroup v1 cpu controller; else unconstrained)",
     )
     parser.add_argument("--quiet-pct", type=float, default=30.0, help="see --quiet-wait")
     parser.add_argument(
@@ -1059,6 +1129,8 @@ def main() -> int:
         "versions": versions(),
         "dhub_source": {"at_start": source, "at_end": now},
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "worker_cpu_applied": bool(args.worker_cpu) and QUOTA_PROBLEM is None,
+        "worker_cpu_problem": QUOTA_PROBLEM,
         "throughput": [asdict(b) for b in throughputs],
         "throughput_medians": [b.scenario for b in typical],
         "ratio_2_over_1": ratios,
