@@ -131,6 +131,20 @@ def model_call(wait_s: float) -> dict[str, Any]:
     }
 
 
+def model_chain(nodes: int, wait_s: float) -> dict[str, Any]:
+    """A chain of ``nodes`` ``llm`` nodes, each answered by the fake model after ``wait_s``:
+    runs that wait on a model rather than work (``--kind model``)."""
+    llm = {"model_provider": "openai", "model": MODEL, "prompt": "Say ok."}
+    steps = [{"id": f"ask{i}", "type": "llm", "config": {**llm, "output": f"a{i}"}}
+             for i in range(nodes)]  # fmt: skip
+    chain_nodes = [{"id": "start", "type": "start", "config": {}}, *steps,
+                   {"id": "end", "type": "end", "config": {}}]  # fmt: skip
+    edges = [{"source": a["id"], "target": b["id"]} for a, b in itertools.pairwise(chain_nodes)]
+    name = f"scale-models-{nodes}x{round(wait_s * 1000)}ms"
+    return {"name": name, "description": "", "mode": "workflow", "input_mode": "event",
+            "nodes": chain_nodes, "edges": edges}  # fmt: skip
+
+
 def serve_model(wait_s: float) -> None:
     """The fake model's process (``--serve-model S``): tests/support/wire's OpenAI server,
     every chat completion answered "ok" after ``wait_s`` (a thread per connection sleeps).
@@ -794,7 +808,9 @@ def show(b: Batch) -> None:
 def throughput(args: argparse.Namespace, work: Path, pool_idle: int, rnd: int) -> list[Batch]:
     out = []
     suffix = f", pool {pool_idle}" if pool_idle else ""
-    doc = chain(args.nodes, args.wait_ms / 1000)
+    suffix += ", model" if args.kind == "model" else ""
+    wait = args.wait_ms / 1000
+    doc = model_chain(args.nodes, wait) if args.kind == "model" else chain(args.nodes, wait)
     # With a bigger pool, each worker executes as many runs at once as the pool keeps
     # interpreters per function (more would start interpreters again; 100 would let the pool
     # keep 1,000 of them, 12 GB). The embedded server has no such limit: left out.
@@ -813,9 +829,16 @@ def throughput(args: argparse.Namespace, work: Path, pool_idle: int, rnd: int) -
         quiet = wait_quiet(args.quiet_pct, args.quiet_wait)
         slug = label.replace(" ", "_").replace(",", "") + f"-round{rnd}"
         env = settings_env(args)
-        cluster = Cluster(work, slug, workers, concurrency, args.sandbox, pool_idle, env,
-                          worker_cpu=args.worker_cpu)  # fmt: skip
-        with cluster:
+        with contextlib.ExitStack() as stack:
+            model_pid = 0
+            if args.kind == "model":
+                model_env, model_pid = stack.enter_context(model_server(wait))
+                env.update(model_env)
+            cluster = Cluster(work, slug, workers, concurrency, args.sandbox, pool_idle, env,
+                              worker_cpu=args.worker_cpu)  # fmt: skip
+            if model_pid:
+                cluster.watch["model server"] = model_pid
+            stack.enter_context(cluster)
             budget = args.budget if workers else args.embedded_budget
             b = asyncio.run(
                 batch(cluster, label, doc, args.runs, args.nodes, args.wait_ms / 1000, budget,
@@ -1010,6 +1033,11 @@ def parse_args() -> argparse.Namespace:
         default="embedded,1,2,1p,2p",
         help="throughput scenarios: embedded, 1, 2, 4 (workers), 1p, 2p (with --pool-idle)",
     )
+    parser.add_argument(
+        "--kind", choices=("code", "model"), default="code",
+        help="throughput scenarios: a chain of code nodes (each function sleeps --wait-ms), or "
+        "of llm nodes the fake model server answers after --wait-ms (runs that wait, not work)",
+    )  # fmt: skip
     parser.add_argument(
         "--warmup-runs", type=int, default=0, metavar="N",
         help="throughput scenarios: N runs first, unmeasured, so each worker's warm pool has "
