@@ -40,9 +40,17 @@ those). Each dhub process is put in a cgroup (v2) of its own when this process m
 (root), so the CPU of every interpreter it started counts as its "sandbox", also bubblewrap's,
 which the worker never reaps; without one, those land in "other".
 
+Workers under CPU quotas (issue 25): ``--worker-cpu 0.2`` puts each worker, and the sandboxes
+it starts, in a cgroup v1 ``cpu`` group of its own with that quota (cpu_quota.py), so that the
+workers and not the machine set the pace; ``--warmup-runs N`` lets each worker's pool warm up
+first; ``--kind model`` measures runs of ``llm`` nodes answered by the fake model server
+instead of code nodes; ``--only`` takes ``4`` for four workers.
+
     .venv/bin/python bench/scale.py              # about 9 minutes; needs PostgreSQL
     .venv/bin/python bench/scale.py --quick      # about 5 minutes: 300 runs, 250/1,000 waiting 5 s
     .venv/bin/python bench/scale.py --rounds 3 --only 1,2,1p,2p --waiting ''
+    .venv/bin/python bench/scale.py --only 1,2,4 --runs 300 --warmup-runs 150 --worker-cpu 0.2 \
+        --waiting '' [--kind model]
 
 Writes bench/results/scale-<UTC time>.json (every scenario, the machine, the versions).
 """
