@@ -565,6 +565,10 @@ class Batch:
     latency_p50_s: float = 0.0  # created_at -> finished_at
     latency_p99_s: float = 0.0
     run_p50_s: float = 0.0  # started_at (a worker took it) -> finished_at
+    # created_at -> started_at: the queue's wait, p50 and of the first tenth of the runs
+    # submitted (taken before the workers had a backlog: the queue's fetch latency)
+    start_wait_p50_s: float = 0.0
+    start_wait_first_s: float = 0.0
     # Steps saved by all runs, finished or not, per second, and by a finished run: what a
     # scenario cut by the budget did, in runs/s, is progress_runs_per_s.
     steps_per_s: float = 0.0
@@ -739,6 +743,9 @@ async def batch(
         result.latency_p50_s = statistics.median(latencies)
         result.latency_p99_s = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
         result.run_p50_s = statistics.median((f - (s or c)) / 1000 for c, s, f in rows)
+        waits = [((s or c) - c) / 1000 for c, s, _ in sorted(rows)]
+        result.start_wait_p50_s = statistics.median(waits)
+        result.start_wait_first_s = statistics.median(waits[: max(1, len(waits) // 10)])
     # a finished run's steps (none finished: a chain's, each node's and the end's)
     result.steps_per_run = float(per_run or nodes + 1)
     result.steps_per_s = float(steps or 0) / result.wall_s
@@ -803,7 +810,8 @@ def show(b: Batch) -> None:
         print(
             f"    jobs started {b.jobs_started} for {b.finished} runs ({b.jobs_deferred_by_workers}"
             f" queued by the workers themselves); peak running {b.peak_running}; a run's own "
-            f"time p50 {b.run_p50_s:.2f} s",
+            f"time p50 {b.run_p50_s:.2f} s; created -> started p50 {b.start_wait_p50_s:.2f} s, "
+            f"first tenth {b.start_wait_first_s:.3f} s",
             flush=True,
         )
     failed = {k: v for k, v in b.statuses.items() if k != "succeeded"}
