@@ -154,6 +154,13 @@ async def test_with_network_the_browser_still_cannot_reach_the_hosts_loopback(
     urls = [f"http://127.0.0.1:{inner.port}/", f"http://10.0.2.2:{inner.port}/"]
     result = await call(runner, VISIT, network=True, urls=urls)
     assert result.ok, result
+    if "net::ERR_NETWORK_CHANGED" in result.value:
+        # Chromium saw the sandbox's interface come up while it navigated (as in the test
+        # above; CI met it once here): the host was not reached either way, and a call on a
+        # settled network must meet the wall itself.
+        assert inner.asked == []
+        result = await call(runner, VISIT, network=True, urls=urls)
+        assert result.ok, result
     assert result.value == ["net::ERR_CONNECTION_REFUSED", "net::ERR_ADDRESS_UNREACHABLE"]
     assert inner.asked == []
 
