@@ -30,7 +30,6 @@ import contextlib
 import json
 import os
 import resource
-import secrets
 import statistics
 import subprocess
 import tempfile
@@ -38,6 +37,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import proc_stats
 from dhub.sandbox.envs import base_python
 from dhub.sandbox.isolation import SIBLINGS, Bubblewrap, _filter
 from dhub.sandbox.runner import FunctionCall, SandboxRunner, SandboxSettings
@@ -71,40 +71,21 @@ def stage(argv: list[str], seccomp: int) -> tuple[float, float]:
 @contextlib.contextmanager
 def own_cgroup() -> Iterator[Path | None]:
     """This process in a new cgroup v2 of its own while inside (None when it cannot be)."""
-    mounts = Path("/proc/mounts").read_text().splitlines()
-    mount = next((line.split()[1] for line in mounts if line.split()[2:3] == ["cgroup2"]), None)
-    own = next(
-        (line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines()
-         if line.startswith("0::")),
-        None,
-    )  # fmt: skip
-    if mount is None or own is None:
-        yield None
-        return
-    parent = Path(mount) / own.lstrip("/")
-    group = parent / f"dhub-cold-{secrets.token_hex(3)}"
-    try:
-        group.mkdir()
-        (group / "cgroup.procs").write_text(str(os.getpid()))
-    except OSError:
-        with contextlib.suppress(OSError):
-            group.rmdir()
+    group = proc_stats.own_cgroup(os.getpid(), "cold")
+    if group is None:
         yield None
         return
     try:
         yield group
     finally:
-        (parent / "cgroup.procs").write_text(str(os.getpid()))
+        (group.parent / "cgroup.procs").write_text(str(os.getpid()))
         time.sleep(0.2)  # the last sandboxes go
         with contextlib.suppress(OSError):
             group.rmdir()
 
 
 def usage_ms(group: Path) -> float:
-    for line in (group / "cpu.stat").read_text().splitlines():
-        if line.startswith("usage_usec "):
-            return int(line.split()[1]) / 1e3
-    return 0.0
+    return proc_stats.cgroup_cpu(group) * 1e3
 
 
 async def cold_worker(envs: Path) -> tuple[float, float | None]:

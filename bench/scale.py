@@ -60,20 +60,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import itertools
 import json
 import os
 import platform
-import secrets
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -82,466 +77,17 @@ from typing import Any
 import httpx
 import psycopg
 
-from cpu_quota import CpuQuota, QuotaUnavailable
+import cluster as cluster_mod
+from cluster import Cluster, pg_commits, postgres_settings, schema_url
+from proc_stats import CpuSnapshot, descendants, machine_busy_s, processes, rss_of
+from scale_workloads import chain, model_call, model_chain, model_server
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 RESULTS = BENCH / "results"
-VENV_BIN = Path(sys.executable).parent
-PG_ADMIN = os.environ.get("DHUB_BENCH_PG", "postgresql://postgres@127.0.0.1:5432/test")
-GOAL_RATIO = 1.7  # the issue's goal: 2 workers at least 1.7x one worker
-TICK = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
+GOALS = {2: 1.8, 4: 3.2}  # issue 25: n workers at least this many times one, same quota
 FINISHED = ("succeeded", "failed", "cancelled")
 IN_FLIGHT = 64  # POSTs at once
-MODEL = "gpt-4o-mini"
-QUOTA_PROBLEM: str | None = None  # why --worker-cpu could not be applied, once known
-
-
-# -- the workflow ----------------------------------------------------------------------------
-
-
-def chain(nodes: int, wait_s: float) -> dict[str, Any]:
-    """start -> ``nodes`` code nodes, each sleeping ``wait_s`` -> end."""
-    source = f"import time\n\n\ndef main():\n    time.sleep({wait_s!r})\n    return {{'v': 1}}\n"
-    doc: list[dict[str, Any]] = [{"id": "start", "type": "start", "config": {}}]
-    for i in range(nodes):
-        config = {"source": source, "outputs": {"v": "number"}, "timeout": 60}
-        doc.append({"id": f"n{i}", "type": "code", "config": config})
-    doc.append({"id": "end", "type": "end", "config": {}})
-    edges = [{"source": a["id"], "target": b["id"]} for a, b in itertools.pairwise(doc)]
-    return {
-        "name": f"scale-{nodes}x{round(wait_s * 1000)}ms",
-        "description": "bench/scale.py",
-        "mode": "workflow",
-        "input_mode": "event",
-        "nodes": doc,
-        "edges": edges,
-    }
-
-
-def model_call(wait_s: float) -> dict[str, Any]:
-    """start -> one ``llm`` node (the fake model server answers after ``wait_s``) -> end."""
-    llm = {
-        "model_provider": "openai", "model": MODEL, "prompt": "Say ok.", "output": "answer",
-    }  # fmt: skip
-    return {
-        "name": f"scale-model-{round(wait_s * 1000)}ms",
-        "description": "bench/scale.py",
-        "mode": "workflow",
-        "input_mode": "event",
-        "nodes": [
-            {"id": "start", "type": "start", "config": {}},
-            {"id": "ask", "type": "llm", "config": llm},
-            {"id": "end", "type": "end", "config": {}},
-        ],
-        "edges": [{"source": "start", "target": "ask"}, {"source": "ask", "target": "end"}],
-    }
-
-
-def model_chain(nodes: int, wait_s: float) -> dict[str, Any]:
-    """A chain of ``nodes`` ``llm`` nodes, each answered by the fake model after ``wait_s``:
-    runs that wait on a model rather than work (``--kind model``)."""
-    llm = {"model_provider": "openai", "model": MODEL, "prompt": "Say ok."}
-    steps = [{"id": f"ask{i}", "type": "llm", "config": {**llm, "output": f"a{i}"}}
-             for i in range(nodes)]  # fmt: skip
-    chain_nodes = [{"id": "start", "type": "start", "config": {}}, *steps,
-                   {"id": "end", "type": "end", "config": {}}]  # fmt: skip
-    edges = [{"source": a["id"], "target": b["id"]} for a, b in itertools.pairwise(chain_nodes)]
-    name = f"scale-models-{nodes}x{round(wait_s * 1000)}ms"
-    return {"name": name, "description": "", "mode": "workflow", "input_mode": "event",
-            "nodes": chain_nodes, "edges": edges}  # fmt: skip
-
-
-def serve_model(wait_s: float) -> None:
-    """The fake model's process (``--serve-model S``): tests/support/wire's OpenAI server,
-    every chat completion answered "ok" after ``wait_s`` (a thread per connection sleeps).
-    Prints its base URL and API key; stops when its stdin closes."""
-    sys.path.insert(0, str(ROOT))
-    from tests.support.wire import OpenAIReply, OpenAIServer
-    from tests.support.wire import server as wire
-    from tests.support.wire.server import RecordedRequest, Rendered
-
-    wire._HTTPServer.request_queue_size = 4096  # a thousand connections at once
-    reply = OpenAIReply(["ok"])
-
-    class Slow(OpenAIServer):
-        def scripted(self, request: RecordedRequest) -> Rendered:
-            time.sleep(wait_s)
-            return reply.render(request)
-
-    server = Slow()
-    server.start()
-    print(server.base_url, server.api_key, flush=True)
-    sys.stdin.read()
-    server.stop()
-
-
-@contextlib.contextmanager
-def model_server(wait_s: float) -> Iterator[tuple[dict[str, str], int]]:
-    """The fake model server as a subprocess: the environment pointing dhub at it, its pid."""
-    argv = [sys.executable, __file__, "--serve-model", str(wait_s)]
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        base_url, key = proc.stdout.readline().split()
-        yield {"DHUB_OPENAI_BASE_URL": base_url, "DHUB_OPENAI_API_KEY": key}, proc.pid
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-# -- PostgreSQL ------------------------------------------------------------------------------
-
-
-def schema_url(schema: str) -> str:
-    sep = "&" if "?" in PG_ADMIN else "?"
-    return f"{PG_ADMIN}{sep}options=-csearch_path%3D{schema}"
-
-
-@contextlib.contextmanager
-def fresh_schema() -> Iterator[str]:
-    schema = f"dhub_bench_{secrets.token_hex(5)}"
-    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-        conn.execute(f'CREATE SCHEMA "{schema}"')
-    try:
-        yield schema
-    finally:
-        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-
-
-def postgres_settings() -> dict[str, str]:
-    with psycopg.connect(PG_ADMIN) as conn:
-        names = ("server_version", "max_connections", "shared_buffers", "synchronous_commit")
-        return {n: str(conn.execute(f"SHOW {n}").fetchone()[0]) for n in names}  # type: ignore[index]
-
-
-# -- processes, CPU, memory ------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def _stat(pid: int) -> list[str]:
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-
-
-def cpu_of(pid: int) -> tuple[float, float]:
-    """(own, reaped children) CPU seconds of a process: all its threads, and the descendants
-    it waited for (a dhub process's sandboxed interpreters; PostgreSQL's ended backends)."""
-    try:
-        f = _stat(pid)
-    except (FileNotFoundError, ProcessLookupError):
-        return 0.0, 0.0
-    return (int(f[11]) + int(f[12])) / TICK, (int(f[13]) + int(f[14])) / TICK
-
-
-def rss_of(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return 0
-
-
-def processes() -> list[tuple[int, int, str]]:
-    """(pid, parent pid, command name) of every process."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                text = (entry / "stat").read_text()
-                name = text[text.index("(") + 1 : text.rindex(")")]
-                out.append((int(entry.name), int(text.rsplit(")", 1)[1].split()[1]), name))
-    return out
-
-
-def descendants(pid: int, procs: list[tuple[int, int, str]]) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for p, parent, _ in procs:
-        children.setdefault(parent, []).append(p)
-    found, todo = [], list(children.get(pid, []))
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        todo += children.get(p, [])
-    return found
-
-
-def postgres_cpu(procs: list[tuple[int, int, str]]) -> float:
-    """CPU seconds of the PostgreSQL server: the postmaster with its reaped backends, and the
-    live backends (other clients of the server, such as a test suite, count too)."""
-    names = {p: n for p, _, n in procs}
-    total = 0.0
-    for p, parent, name in procs:
-        if name == "postgres":
-            own, reaped = cpu_of(p)
-            total += own + (reaped if names.get(parent) != "postgres" else 0.0)
-    return total
-
-
-def pg_commits(db: psycopg.Connection[Any]) -> int:
-    row = db.execute(
-        "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
-    ).fetchone()
-    return int(row[0]) if row else 0
-
-
-def machine_busy_s() -> float:
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    return (sum(values[:8]) - values[3] - values[4]) / TICK
-
-
-@dataclass
-class Proc:
-    role: str  # "embedded", "api", "worker1", "worker2"
-    popen: subprocess.Popen[bytes]
-    log: Path
-    cgroup: Path | None = None  # the process's own cgroup (v2): the CPU of all it started
-
-
-def cgroup_root() -> Path | None:
-    """This process's cgroup in the cgroup v2 hierarchy, where we may make child groups; None
-    without one (then a sandbox's CPU is counted from the processes reaped, see ``cpu_of``)."""
-    mount = next(
-        (line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-         if line.split()[2:3] == ["cgroup2"]),
-        None,
-    )  # fmt: skip
-    own = next(
-        (line[3:] for line in Path("/proc/self/cgroup").read_text().splitlines()
-         if line.startswith("0::")),
-        None,
-    )  # fmt: skip
-    if mount is None or own is None:
-        return None
-    root = Path(mount) / own.lstrip("/")
-    return root if os.access(root, os.W_OK) else None
-
-
-def own_cgroup(pid: int, name: str) -> Path | None:
-    """Move ``pid`` (just started, nothing forked yet) into a new cgroup of its own. Its
-    ``cpu.stat`` then counts every process it starts, bubblewrap's sandboxes included, which
-    live in PID namespaces of their own and are never reaped by it (their CPU would land in
-    "other")."""
-    root = cgroup_root()
-    if root is None:
-        return None
-    group = root / f"dhub-bench-{name}-{secrets.token_hex(3)}"
-    try:
-        group.mkdir()
-        (group / "cgroup.procs").write_text(str(pid))
-    except OSError:
-        with contextlib.suppress(OSError):
-            group.rmdir()
-        return None
-    return group
-
-
-def cgroup_cpu(group: Path) -> float:
-    """CPU seconds of every process that ever ran in ``group``."""
-    for line in (group / "cpu.stat").read_text().splitlines():
-        if line.startswith("usage_usec "):
-            return int(line.split()[1]) / 1e6
-    return 0.0
-
-
-def drop_cgroup(group: Path) -> None:
-    for _ in range(50):  # its last processes may take a moment to go
-        try:
-            group.rmdir()
-            return
-        except OSError:
-            time.sleep(0.1)
-
-
-@dataclass
-class CpuSnapshot:
-    at: float
-    parts: dict[str, float]  # role -> own CPU s; "<role> sandbox" -> its interpreters' CPU s
-    postgres: float
-    client: float
-    machine: float
-
-    @classmethod
-    def take(cls, procs: list[Proc], watch: dict[str, int]) -> CpuSnapshot:
-        everything = processes()
-        parts = {name: sum(cpu_of(pid)) for name, pid in watch.items()}
-        for p in procs:
-            own, reaped = cpu_of(p.popen.pid)
-            parts[p.role] = own
-            if p.cgroup is not None:  # everything it started, reaped by it or not
-                parts[f"{p.role} sandbox"] = cgroup_cpu(p.cgroup) - own
-                continue
-            live = sum(cpu_of(d)[0] for d in descendants(p.popen.pid, everything))
-            parts[f"{p.role} sandbox"] = reaped + live
-        return cls(
-            time.monotonic(), parts, postgres_cpu(everything), time.process_time(),
-            machine_busy_s(),
-        )  # fmt: skip
-
-    def until(self, later: CpuSnapshot) -> dict[str, float]:
-        """% of one core used by each part between the two snapshots; ``other``: the rest of
-        the machine (anything else running on it)."""
-        wall = later.at - self.at
-        out = {k: (later.parts[k] - v) / wall * 100 for k, v in self.parts.items()}
-        out["postgres"] = (later.postgres - self.postgres) / wall * 100
-        out["client"] = (later.client - self.client) / wall * 100
-        busy = (later.machine - self.machine) / wall * 100
-        out["other"] = max(0.0, busy - sum(out.values()))
-        out["machine"] = busy
-        return out
-
-
-def stop(popen: subprocess.Popen[bytes]) -> None:
-    if popen.poll() is None:
-        popen.send_signal(signal.SIGINT)  # graceful, for uvicorn and for dhub worker
-        try:
-            popen.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(popen.pid, signal.SIGKILL)
-            popen.wait(timeout=10)
-
-
-class Cluster:
-    """An API process and its workers on a fresh schema; everything stopped on exit."""
-
-    def __init__(
-        self,
-        work: Path,
-        name: str,
-        workers: int,
-        concurrency: int,
-        sandbox: str,
-        pool_idle: int = 0,
-        extra_env: dict[str, str] | None = None,
-        worker_cpu: float = 0.0,
-    ) -> None:
-        self.work, self.name, self.workers = work, name, workers
-        # Each worker process in a CPU cgroup of this fraction of a CPU (cpu_quota.py); 0: none
-        self.worker_cpu = worker_cpu
-        self.extra_env = extra_env or {}
-        self.watch: dict[str, int] = {}  # other processes whose CPU counts (the model server)
-        self.concurrency, self.sandbox, self.pool_idle = concurrency, sandbox, pool_idle
-        self.token = "dhub_bench_" + secrets.token_urlsafe(24)
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.procs: list[Proc] = []
-        self.schema = ""
-        self.stack = contextlib.ExitStack()
-
-    def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("DHUB_")}
-        env.update(
-            DHUB_DATABASE_URL=schema_url(self.schema),
-            DHUB_DATA_DIR=str(self.work / self.name / "data"),
-            DHUB_ADMIN_TOKEN=self.token,
-            DHUB_SANDBOX=self.sandbox,
-        )
-        if self.pool_idle:  # idle interpreters kept per function (dhub's default: 2), in all
-            env["DHUB_SANDBOX_WARM_PER_FUNCTION"] = str(self.pool_idle)
-            env["DHUB_SANDBOX_WARM_TOTAL"] = str(64 * self.pool_idle)
-        env.update(self.extra_env)
-        if self.workers:
-            env["DHUB_EXECUTION"] = "distributed"
-        return env
-
-    def __enter__(self) -> Cluster:
-        self.stack.__enter__()
-        try:
-            self.schema = self.stack.enter_context(fresh_schema())
-            (self.work / self.name).mkdir(parents=True)
-            dhub = [str(VENV_BIN / "dhub")]
-            argv = [*dhub, "serve", "--host", "127.0.0.1", "--port", str(self.port)]
-            if self.workers:
-                argv.append("--no-worker")
-            api = self.start("api" if self.workers else "embedded", argv)
-            self.wait_ready(api)
-            worker = [*dhub, "worker", "--concurrency", str(self.concurrency)]
-            for i in range(self.workers):  # after the API, which migrated the schema
-                self.start(f"worker{i + 1}", worker)
-            if self.workers:
-                self.wait_workers()
-        except BaseException:
-            self.stack.close()
-            raise
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stack.__exit__(*exc)
-
-    def start(self, role: str, argv: list[str]) -> Proc:
-        log = self.work / self.name / f"{role}.log"
-        out = self.stack.enter_context(log.open("wb"))
-        popen = subprocess.Popen(
-            argv, env=self.env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-        group = own_cgroup(popen.pid, f"{self.name}-{role}")
-        if group is not None:
-            self.stack.callback(drop_cgroup, group)  # after the process stopped (LIFO)
-        if self.worker_cpu and role.startswith("worker"):
-            self._quota(popen.pid, role)
-        self.stack.callback(stop, popen)
-        proc = Proc(role, popen, log, group)
-        self.procs.append(proc)
-        return proc
-
-    def _quota(self, pid: int, role: str) -> None:
-        """Hold the worker to ``worker_cpu`` of a CPU; where quotas cannot be set, say why
-        (once) and let it run unconstrained."""
-        global QUOTA_PROBLEM
-        if QUOTA_PROBLEM is not None:
-            return
-        try:
-            quota = self.stack.enter_context(CpuQuota(self.worker_cpu, f"{self.name}-{role}"))
-            quota.add(pid)
-        except (QuotaUnavailable, OSError) as exc:
-            QUOTA_PROBLEM = str(exc)
-            print(f"  --worker-cpu: {exc}; the workers run unconstrained", flush=True)
-
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.token}"}
-
-    def wait_ready(self, api: Proc, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and api.popen.poll() is None:
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.base}/healthz", timeout=2.0).status_code < 500:
-                    return
-            time.sleep(0.1)
-        raise SystemExit(f"the API did not start; its log:\n{api.log.read_text()[-3000:]}")
-
-    def wait_workers(self, timeout: float = 60.0) -> None:
-        """Until every worker process has beaten its heart (GET /api/v1/workers)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            got = httpx.get(f"{self.base}/api/v1/workers", headers=self.headers(), timeout=5)
-            if got.status_code == 200 and len(got.json()["data"]) >= self.workers:
-                return
-            for p in self.procs:
-                if p.popen.poll() is not None:
-                    raise SystemExit(f"{p.role} exited; its log:\n{p.log.read_text()[-3000:]}")
-            time.sleep(0.2)
-        raise SystemExit("the workers did not register")
-
-    def problems(self) -> list[str]:
-        """Log lines that say something went wrong (warnings, errors, tracebacks)."""
-        words = ("ERROR", "CRITICAL", "Traceback", "WARNING", "Exception")
-        return [
-            f"{p.role}: {line}"
-            for p in self.procs
-            for line in p.log.read_text(errors="replace").splitlines()
-            if any(w in line for w in words)
-        ]
 
 
 # -- one batch of runs -----------------------------------------------------------------------
@@ -569,6 +115,12 @@ class Batch:
     # submitted (taken before the workers had a backlog: the queue's fetch latency)
     start_wait_p50_s: float = 0.0
     start_wait_first_s: float = 0.0
+    # The trickle after the burst (``--trickle``): runs one at a time to idle workers, in ms:
+    # the job's insert -> a worker's fetch of it (the queue's own latency: NOTIFY, the fetch),
+    # the POST's answer, and created_at -> started_at (the first step saved)
+    trickle_fetch_ms: list[float] = field(default_factory=list)
+    trickle_post_ms: list[float] = field(default_factory=list)
+    trickle_start_ms: list[float] = field(default_factory=list)
     # Steps saved by all runs, finished or not, per second, and by a finished run: what a
     # scenario cut by the budget did, in runs/s, is progress_runs_per_s.
     steps_per_s: float = 0.0
@@ -641,6 +193,57 @@ def memory_sample(cluster: Cluster, peak: dict[str, float]) -> int:
     return interpreters
 
 
+# A bench-only trigger on the fresh schema: when each job was inserted and fetched, by the
+# clock (procrastinate's own events use now(), the transaction's start, and go with the job,
+# which dhub deletes when it succeeds).
+JOB_TIMES = """
+CREATE TABLE bench_job_times (job_id bigint, status text, at timestamptz DEFAULT clock_timestamp());
+CREATE FUNCTION bench_job_time() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO bench_job_times (job_id, status) VALUES (NEW.id, NEW.status::text);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER bench_job_time AFTER INSERT OR UPDATE OF status ON procrastinate_jobs
+    FOR EACH ROW EXECUTE FUNCTION bench_job_time();
+"""
+
+
+async def trickle(
+    client: httpx.AsyncClient, db: psycopg.Connection[Any], agent_id: str, count: int, result: Batch
+) -> None:
+    """``count`` runs one at a time, each once the one before finished (the workers idle): the
+    queue's fetch latency apart from any backlog."""
+    db.execute(JOB_TIMES)
+    for _ in range(count):
+        began = time.perf_counter()
+        got = await client.post(f"/api/v1/agents/{agent_id}/runs", json={"inputs": {}})
+        result.trickle_post_ms.append((time.perf_counter() - began) * 1000)
+        if got.status_code != 202:
+            print(
+                f"    a trickle submit failed: {got.status_code} {got.text[:300]}", file=sys.stderr
+            )
+            continue
+        run_id = got.json()["id"]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            row = db.execute(
+                "SELECT created_at, started_at FROM runs WHERE id = %s AND status IN"
+                " ('succeeded', 'failed', 'cancelled')",
+                (run_id,),
+            ).fetchone()
+            if row:
+                result.trickle_start_ms.append(float(row[1] - row[0]))
+                break
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.05)
+    fetches = db.execute(
+        "SELECT extract(epoch FROM d.at - i.at) * 1000 FROM bench_job_times i JOIN"
+        " bench_job_times d ON d.job_id = i.job_id AND d.status = 'doing'"
+        " WHERE i.status = 'todo'"
+    ).fetchall()
+    result.trickle_fetch_ms = [float(ms) for (ms,) in fetches]
+
+
 async def warm_up(
     client: httpx.AsyncClient,
     db: psycopg.Connection[Any],
@@ -668,6 +271,7 @@ async def batch(
     wait_s: float,
     budget: float,
     warmup: int = 0,
+    trickle_runs: int = 0,
 ) -> Batch:
     """Submit ``runs`` runs of ``doc`` and wait until they all finished (or the budget ran
     out); time from the first submit to the last ``finished_at``. ``warmup`` runs of the same
@@ -732,6 +336,8 @@ async def batch(
                 " NOT NULL) FROM runs WHERE created_at >= %(t0)s",
                 since,
             ).fetchone()
+            if trickle_runs and result.complete:
+                await trickle(client, db, agent_id, trickle_runs, result)
     result.statuses = dict(statuses)
     result.finished = len(rows)
     # the last run's end, or (cut by the budget) the end of the wait
@@ -790,6 +396,12 @@ def wait_quiet(limit_pct: float, patience: float) -> float:
             return busy
 
 
+def pct(values: list[float]) -> str:
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.9))]
+    return f"{statistics.median(ordered):.1f} / {p90:.1f}"
+
+
 def show(b: Batch) -> None:
     cpu = "  ".join(f"{k} {v:.0f}%" for k, v in b.cpu_pct.items() if v >= 0.5 or k == "other")
     state = (
@@ -812,6 +424,13 @@ def show(b: Batch) -> None:
             f" queued by the workers themselves); peak running {b.peak_running}; a run's own "
             f"time p50 {b.run_p50_s:.2f} s; created -> started p50 {b.start_wait_p50_s:.2f} s, "
             f"first tenth {b.start_wait_first_s:.3f} s",
+            flush=True,
+        )
+    if b.trickle_fetch_ms:
+        print(
+            f"    trickle of {len(b.trickle_start_ms)} runs one at a time (ms, p50 / p90): job"
+            f" inserted -> fetched {pct(b.trickle_fetch_ms)}; POST {pct(b.trickle_post_ms)};"
+            f" created -> first step saved {pct(b.trickle_start_ms)}",
             flush=True,
         )
     failed = {k: v for k, v in b.statuses.items() if k != "succeeded"}
@@ -858,7 +477,7 @@ def throughput(args: argparse.Namespace, work: Path, pool_idle: int, rnd: int) -
             budget = args.budget if workers else args.embedded_budget
             b = asyncio.run(
                 batch(cluster, label, doc, args.runs, args.nodes, args.wait_ms / 1000, budget,
-                      args.warmup_runs)
+                      args.warmup_runs, args.trickle if workers else 0)
             )  # fmt: skip
         b.cpu_pct["machine_before"] = quiet
         show(b)
@@ -900,11 +519,12 @@ def waiting(args: argparse.Namespace, work: Path, kind: str) -> list[Batch]:
 # -- report ----------------------------------------------------------------------------------
 
 
-def ratio_of(batches: list[Batch], pool_idle: int) -> float | None:
+def ratios_of(batches: list[Batch], pool_idle: int) -> dict[int, float]:
+    """Runs/s of n workers against one worker's (n > 1), where both completed."""
     by = {b.workers: b.runs_per_s for b in batches if b.pool_idle == pool_idle and b.complete}
-    if by.get(1) and by.get(2):
-        return by[2] / by[1]
-    return None
+    if not by.get(1):
+        return {}
+    return {n: rate / by[1] for n, rate in sorted(by.items()) if n > 1}
 
 
 def medians(batches: list[Batch]) -> list[Batch]:
@@ -1060,6 +680,11 @@ def parse_args() -> argparse.Namespace:
         "its interpreters (the steady state rather than the first minute)",
     )  # fmt: skip
     parser.add_argument(
+        "--trickle", type=int, default=20, metavar="N",
+        help="throughput scenarios with workers: after the burst, N runs one at a time to idle "
+        "workers, for the queue's fetch latency apart from a backlog (0: none)",
+    )  # fmt: skip
+    parser.add_argument(
         "--worker-cpu",
         type=float,
         default=0.0,
@@ -1085,7 +710,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--quick", action="store_true", help="300 runs; 250 and 1,000 runs waiting 5 s"
     )
-    parser.add_argument("--serve-model", type=float, help=argparse.SUPPRESS)  # the fake model
     parser.add_argument("--keep", type=Path, help="copy the process logs here")
     args = parser.parse_args()
     if args.quick:
@@ -1097,9 +721,6 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
-    if args.serve_model is not None:
-        serve_model(args.serve_model)
-        return 0
     started = time.monotonic()
     load_before = os.getloadavg()
     source = dhub_source()
@@ -1137,14 +758,15 @@ def main() -> int:
     print()
     typical = medians(throughputs)
     print(table(typical, waits, args.rounds))
-    ratios = {}
+    ratios: dict[str, dict[int, float]] = {}
     for idle in sorted({b.pool_idle for b in throughputs}):
-        ratio = ratio_of(typical, idle)
-        if ratio is not None:
-            ratios[f"pool_{idle}" if idle else "stock"] = ratio
-            verdict = "meets" if ratio >= GOAL_RATIO else "misses"
-            what = f"warm pool of {idle}" if idle else "stock dhub"
-            print(f"2 workers / 1 worker ({what}): {ratio:.2f}x: {verdict} the {GOAL_RATIO}x goal")
+        what = f"pool_{idle}" if idle else "stock"
+        ratios[what] = ratios_of(typical, idle)
+        for n, ratio in ratios[what].items():
+            goal = GOALS.get(n)
+            verdict = "" if goal is None else (
+                f": {'meets' if ratio >= goal else 'misses'} the {goal}x goal")  # fmt: skip
+            print(f"{n} workers / 1 worker ({what}): {ratio:.2f}x{verdict}")
     for b in waits:
         print(
             f"{b.runs} waiting: {b.runs_per_s:.1f} runs/s of an ideal {b.ideal_runs_per_s:.0f} "
@@ -1173,11 +795,11 @@ def main() -> int:
         "versions": versions(),
         "dhub_source": {"at_start": source, "at_end": now},
         "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "worker_cpu_applied": bool(args.worker_cpu) and QUOTA_PROBLEM is None,
-        "worker_cpu_problem": QUOTA_PROBLEM,
+        "worker_cpu_applied": bool(args.worker_cpu) and cluster_mod.QUOTA_PROBLEM is None,
+        "worker_cpu_problem": cluster_mod.QUOTA_PROBLEM,
         "throughput": [asdict(b) for b in throughputs],
         "throughput_medians": [b.scenario for b in typical],
-        "ratio_2_over_1": ratios,
+        "ratios_over_1_worker": ratios,
         "waiting": [asdict(b) for b in waits],
         "total_s": time.monotonic() - started,
     }
