@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -52,11 +54,31 @@ def postgres_settings() -> dict[str, str]:
         return {n: str(conn.execute(f"SHOW {n}").fetchone()[0]) for n in names}  # type: ignore[index]
 
 
-def pg_commits(db: psycopg.Connection[Any]) -> int:
+def pg_commits(db: Any) -> int:
+    """Transactions the database committed so far (0 for SQLite: it does not count them)."""
+    if isinstance(db, SqliteReader):
+        return 0
     row = db.execute(
         "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
     ).fetchone()
     return int(row[0]) if row else 0
+
+
+class SqliteReader:
+    """dhub's SQLite database read-only, with psycopg's ``%(name)s`` / ``%s`` placeholders,
+    so the bench reads either database with the same statements."""
+
+    def __init__(self, path: Path) -> None:
+        self.conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        return self.conn.execute(re.sub(r"%\((\w+)\)s", r":\1", sql).replace("%s", "?"), params)
+
+    def __enter__(self) -> SqliteReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.conn.close()
 
 
 def free_port() -> int:
@@ -89,10 +111,13 @@ class Cluster:
         pool_idle: int = 0,
         extra_env: dict[str, str] | None = None,
         worker_cpu: float = 0.0,
+        sqlite: bool = False,
     ) -> None:
         self.work, self.name, self.workers = work, name, workers
-        # Each worker process in a CPU cgroup of this fraction of a CPU (cpu_quota.py); 0: none
+        # Each process that executes runs (a worker, or the embedded server) in a CPU cgroup
+        # of this fraction of a CPU (cpu_quota.py); 0: none
         self.worker_cpu = worker_cpu
+        self.sqlite = sqlite and not workers  # dhub's embedded default: SQLite in its data dir
         self.extra_env = extra_env or {}
         self.watch: dict[str, int] = {}  # other processes whose CPU counts (the model server)
         self.concurrency, self.sandbox, self.pool_idle = concurrency, sandbox, pool_idle
@@ -106,11 +131,12 @@ class Cluster:
     def env(self) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DHUB_")}
         env.update(
-            DHUB_DATABASE_URL=schema_url(self.schema),
-            DHUB_DATA_DIR=str(self.work / self.name / "data"),
+            DHUB_DATA_DIR=str(self.data_dir),
             DHUB_ADMIN_TOKEN=self.token,
             DHUB_SANDBOX=self.sandbox,
         )
+        if not self.sqlite:
+            env["DHUB_DATABASE_URL"] = schema_url(self.schema)
         if self.pool_idle:  # idle interpreters kept per function (dhub's default: 2), in all
             env["DHUB_SANDBOX_WARM_PER_FUNCTION"] = str(self.pool_idle)
             env["DHUB_SANDBOX_WARM_TOTAL"] = str(64 * self.pool_idle)
@@ -119,10 +145,22 @@ class Cluster:
             env["DHUB_EXECUTION"] = "distributed"
         return env
 
+    @property
+    def data_dir(self) -> Path:
+        return self.work / self.name / "data"
+
+    def database(self) -> Any:
+        """A connection to what dhub stores its runs in: PostgreSQL (autocommit), or its
+        SQLite file read-only, taking psycopg's placeholders."""
+        if self.sqlite:
+            return SqliteReader(self.data_dir / "dhub.db")
+        return psycopg.connect(schema_url(self.schema), autocommit=True)
+
     def __enter__(self) -> Cluster:
         self.stack.__enter__()
         try:
-            self.schema = self.stack.enter_context(fresh_schema())
+            if not self.sqlite:
+                self.schema = self.stack.enter_context(fresh_schema())
             (self.work / self.name).mkdir(parents=True)
             dhub = [str(VENV_BIN / "dhub")]
             argv = [*dhub, "serve", "--host", "127.0.0.1", "--port", str(self.port)]
@@ -152,7 +190,7 @@ class Cluster:
         group = own_cgroup(popen.pid, f"{self.name}-{role}")
         if group is not None:
             self.stack.callback(drop_cgroup, group)  # after the process stopped (LIFO)
-        if self.worker_cpu and role.startswith("worker"):
+        if self.worker_cpu and role != "api":  # a worker, or the embedded server
             self._quota(popen.pid, role)
         self.stack.callback(stop, popen)
         proc = Proc(role, popen, log, group)

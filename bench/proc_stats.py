@@ -76,9 +76,33 @@ def postgres_cpu(procs: list[tuple[int, int, str]]) -> float:
     return total
 
 
+def _cpu_line() -> list[int]:
+    return [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+
+
 def machine_busy_s() -> float:
-    values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    """CPU seconds the machine was busy (steal included), all cores."""
+    values = _cpu_line()
     return (sum(values[:8]) - values[3] - values[4]) / TICK
+
+
+def steal_s() -> float:
+    """CPU seconds a virtual machine's cores waited for its host (the hypervisor ran others)."""
+    return _cpu_line()[7] / TICK
+
+
+def speed_probe() -> float:
+    """CPU ms this process takes for a fixed pure-Python loop, the best of three: how fast the
+    machine is right now. On a virtual machine whose host is busy, the same work costs more
+    CPU time (caches and cores shared with others), and the probe shows it."""
+    best = float("inf")
+    for _ in range(3):
+        began = time.process_time()
+        total = 0
+        for i in range(300_000):
+            total += i * i % 7
+        best = min(best, time.process_time() - began)
+    return best * 1000
 
 
 @dataclass
@@ -151,6 +175,7 @@ class CpuSnapshot:
     postgres: float
     client: float
     machine: float
+    steal: float
 
     @classmethod
     def take(cls, procs: list[Proc], watch: dict[str, int]) -> CpuSnapshot:
@@ -166,17 +191,19 @@ class CpuSnapshot:
             parts[f"{p.role} sandbox"] = reaped + live
         return cls(
             time.monotonic(), parts, postgres_cpu(everything), time.process_time(),
-            machine_busy_s(),
+            machine_busy_s(), steal_s(),
         )  # fmt: skip
 
     def until(self, later: CpuSnapshot) -> dict[str, float]:
-        """% of one core used by each part between the two snapshots; ``other``: the rest of
-        the machine (anything else running on it)."""
+        """% of one core used by each part between the two snapshots; ``steal``: the host's
+        (a virtual machine's cores waiting for it); ``other``: the rest of the machine
+        (anything else running on it)."""
         wall = later.at - self.at
         out = {k: (later.parts[k] - v) / wall * 100 for k, v in self.parts.items()}
         out["postgres"] = (later.postgres - self.postgres) / wall * 100
         out["client"] = (later.client - self.client) / wall * 100
         busy = (later.machine - self.machine) / wall * 100
+        out["steal"] = (later.steal - self.steal) / wall * 100
         out["other"] = max(0.0, busy - sum(out.values()))
         out["machine"] = busy
         return out

@@ -75,11 +75,17 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psycopg
 
 import cluster as cluster_mod
-from cluster import Cluster, pg_commits, postgres_settings, schema_url
-from proc_stats import CpuSnapshot, descendants, machine_busy_s, processes, rss_of
+from cluster import Cluster, pg_commits, postgres_settings
+from proc_stats import (
+    CpuSnapshot,
+    descendants,
+    machine_busy_s,
+    processes,
+    rss_of,
+    speed_probe,
+)
 from scale_workloads import chain, model_call, model_chain, model_server
 
 BENCH = Path(__file__).resolve().parent
@@ -121,6 +127,9 @@ class Batch:
     trickle_fetch_ms: list[float] = field(default_factory=list)
     trickle_post_ms: list[float] = field(default_factory=list)
     trickle_start_ms: list[float] = field(default_factory=list)
+    # proc_stats.speed_probe before and after the burst: the machine's speed then (a busy
+    # host makes every part's CPU per run higher at once)
+    speed_ms: list[float] = field(default_factory=list)
     # Steps saved by all runs, finished or not, per second, and by a finished run: what a
     # scenario cut by the budget did, in runs/s, is progress_runs_per_s.
     steps_per_s: float = 0.0
@@ -209,7 +218,7 @@ CREATE TRIGGER bench_job_time AFTER INSERT OR UPDATE OF status ON procrastinate_
 
 
 async def trickle(
-    client: httpx.AsyncClient, db: psycopg.Connection[Any], agent_id: str, count: int, result: Batch
+    client: httpx.AsyncClient, db: Any, agent_id: str, count: int, result: Batch
 ) -> None:
     """``count`` runs one at a time, each once the one before finished (the workers idle): the
     queue's fetch latency apart from any backlog."""
@@ -246,7 +255,7 @@ async def trickle(
 
 async def warm_up(
     client: httpx.AsyncClient,
-    db: psycopg.Connection[Any],
+    db: Any,  # psycopg's connection or cluster.SqliteReader
     agent_id: str,
     runs: int,
     budget: float,
@@ -284,11 +293,12 @@ async def batch(
         base_url=cluster.base, headers=cluster.headers(), limits=limits, timeout=120
     ) as client:
         agent_id = await create_agent(client, doc)
-        with psycopg.connect(schema_url(cluster.schema), autocommit=True) as db:
+        with cluster.database() as db:
             if warmup:
                 await warm_up(client, db, agent_id, warmup, budget)
             t0 = time.time()
             since = {"t0": int(t0 * 1000)}  # the measured runs: created from now on
+            result.speed_ms.append(speed_probe())
             before = CpuSnapshot.take(cluster.procs, cluster.watch)
             commits = pg_commits(db)
             submitting = asyncio.ensure_future(submit(client, agent_id, runs))
@@ -316,6 +326,7 @@ async def batch(
                     break
             after = CpuSnapshot.take(cluster.procs, cluster.watch)
             at_end = time.time()
+            result.speed_ms.append(speed_probe())
             if not submitting.done():
                 submitting.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -331,7 +342,7 @@ async def batch(
             statuses = db.execute(
                 "SELECT status, count(*) FROM runs WHERE created_at >= %(t0)s GROUP BY 1", since
             ).fetchall()
-            steps, per_run = db.execute(  # type: ignore[misc]
+            steps, per_run = db.execute(
                 "SELECT sum(step_count - 1), avg(step_count - 1) FILTER (WHERE finished_at IS"
                 " NOT NULL) FROM runs WHERE created_at >= %(t0)s",
                 since,
@@ -360,7 +371,7 @@ async def batch(
     # runs done: the finished ones, or (cut by the budget) the runs' worth of steps saved
     done = result.finished if result.complete else float(steps or 0) / result.steps_per_run
     if done:
-        skip = ("client", "other", "machine", "model server")
+        skip = ("client", "other", "machine", "steal", "model server")
         dhub = sum(v for k, v in result.cpu_pct.items() if k not in skip)
         span = after.at - before.at
         result.dhub_cpu_ms_per_run = dhub / 100 * span / done * 1000
@@ -415,7 +426,8 @@ def show(b: Batch) -> None:
     print(
         f"  {b.scenario:<24} {b.runs_per_s:7.1f} runs/s  wall {b.wall_s:6.1f} s  submit "
         f"{b.submit_s:5.1f} s  latency p50 {b.latency_p50_s:6.2f} s p99 {b.latency_p99_s:6.2f} s"
-        f"{state}\n    CPU (% of one core): {cpu}",
+        f"{state}\n    CPU (% of one core): {cpu}; speed probe "
+        f"{' / '.join(f'{ms:.1f}' for ms in b.speed_ms)} ms",
         flush=True,
     )
     if b.jobs_started:
@@ -452,6 +464,7 @@ def throughput(args: argparse.Namespace, work: Path, pool_idle: int, rnd: int) -
     concurrency = pool_idle or args.concurrency
     for key, name, workers in (
         ("embedded", "embedded", 0),
+        ("embedded-sqlite", "embedded, SQLite", 0),
         ("1", "1 worker", 1),
         ("2", "2 workers", 2),
         ("4", "4 workers", 4),
@@ -470,7 +483,8 @@ def throughput(args: argparse.Namespace, work: Path, pool_idle: int, rnd: int) -
                 model_env, model_pid = stack.enter_context(model_server(wait))
                 env.update(model_env)
             cluster = Cluster(work, slug, workers, concurrency, args.sandbox, pool_idle, env,
-                              worker_cpu=args.worker_cpu)  # fmt: skip
+                              worker_cpu=args.worker_cpu,
+                              sqlite=key == "embedded-sqlite")  # fmt: skip
             if model_pid:
                 cluster.watch["model server"] = model_pid
             stack.enter_context(cluster)
@@ -667,7 +681,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--only",
         default="embedded,1,2,1p,2p",
-        help="throughput scenarios: embedded, 1, 2, 4 (workers), 1p, 2p (with --pool-idle)",
+        help="throughput scenarios: embedded (on PostgreSQL), embedded-sqlite (dhub's default"
+        " database), 1, 2, 4 (workers), 1p, 2p, 4p (with --pool-idle)",
     )
     parser.add_argument(
         "--kind", choices=("code", "model"), default="code",
