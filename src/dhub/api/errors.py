@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from dhub.api.responses import JSON
 from dhub.domain.errors import DhubError, FieldError, InvalidInput, Unauthenticated
 from dhub.domain.pointers import join
+from dhub.services.types import DATABASE_ERRORS, database_unavailable
 
 log = logging.getLogger("dhub.api")
 
@@ -102,7 +103,17 @@ async def _http_error(request: Request, exc: Exception) -> JSON:
     return JSON({"detail": exc.detail, "errors": []}, exc.status_code, headers=exc.headers)
 
 
+async def _database_error(request: Request, exc: Exception) -> JSON:
+    why = database_unavailable(exc)
+    if why is not None:
+        return _database_unavailable(request, why)
+    return await _unexpected(request, exc)
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSON:
+    why = database_unavailable(exc)  # wrapped in another error
+    if why is not None:
+        return _database_unavailable(request, why)
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     if _openai(request):
         return _openai_error(500, "Internal server error; the server log has the details.")
@@ -111,8 +122,24 @@ async def _unexpected(request: Request, exc: Exception) -> JSON:
     )
 
 
+def _database_unavailable(request: Request, why: str) -> JSON:
+    """The database took no connection (refused, full, restarting; or this process's pool is
+    busy): a passing condition, so 503 and when to try again, not a 500 and a traceback."""
+    log.warning(
+        "database unavailable on %s %s: %s (docs/deploy.md: max_connections against the "
+        "processes' pools)", request.method, request.url.path, why,
+    )  # fmt: skip
+    message = "The database is not taking connections right now; try again in a moment."
+    headers = {"Retry-After": "1"}
+    if _openai(request):
+        return _openai_error(503, message, headers=headers)
+    return JSON({"detail": message, "errors": []}, 503, headers=headers)
+
+
 def install(app: FastAPI) -> None:
     app.add_exception_handler(DhubError, _dhub_error)
     app.add_exception_handler(RequestValidationError, _request_invalid)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    for kind in DATABASE_ERRORS:
+        app.add_exception_handler(kind, _database_error)
     app.add_exception_handler(Exception, _unexpected)
