@@ -33,6 +33,16 @@ def test_a_refused_connection_is_unavailable_also_wrapped_by_sqlalchemy() -> Non
     assert unavailable(outer) == why
 
 
+def test_an_error_merely_raised_while_handling_one_is_not() -> None:
+    """Only explicit causes count: a bug hit while recovering from a refused connection is
+    still a bug (500), not a passing condition."""
+    refused = psycopg.OperationalError("connection failed: Connection refused")
+    bug = KeyError("run")
+    bug.__context__ = refused
+    assert unavailable(refused) is not None
+    assert unavailable(bug) is None
+
+
 def test_a_busy_pool_is_unavailable() -> None:
     assert unavailable(PoolTimeout("QueuePool limit of size 10 overflow 20 reached")) == (
         "every connection of this process's database pool is busy"

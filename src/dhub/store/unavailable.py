@@ -1,7 +1,7 @@
 """Which failures mean "the database is not taking connections right now" (refused, at its
 ``max_connections``, starting up or shutting down, or every connection of this process's pool
 busy), as opposed to a failing statement. The API answers those with 503 and Retry-After
-instead of a 500 with a traceback: the request did nothing and may be sent again."""
+instead of a 500 with a traceback: the condition passes, and the request may be sent again."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ DATABASE_ERRORS: tuple[type[Exception], ...] = (
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from (``raise ... from``, SQLAlchemy's ``orig``); not
+    the errors it was merely raised while handling, which may be unrelated."""
     seen: set[int] = set()
     todo: list[BaseException | None] = [exc]
     while todo:
@@ -36,7 +38,7 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
         seen.add(id(e))
         yield e
         orig = e.orig if isinstance(e, DBAPIError) else None
-        todo += [e.__cause__, e.__context__, orig if isinstance(orig, BaseException) else None]
+        todo += [e.__cause__, orig if isinstance(orig, BaseException) else None]
 
 
 def unavailable(exc: BaseException) -> str | None:
