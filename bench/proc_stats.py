@@ -91,20 +91,6 @@ def steal_s() -> float:
     return _cpu_line()[7] / TICK
 
 
-def speed_probe() -> float:
-    """CPU ms this process takes for a fixed pure-Python loop, the best of three: how fast the
-    machine is right now. On a virtual machine whose host is busy, the same work costs more
-    CPU time (caches and cores shared with others), and the probe shows it."""
-    best = float("inf")
-    for _ in range(3):
-        began = time.process_time()
-        total = 0
-        for i in range(300_000):
-            total += i * i % 7
-        best = min(best, time.process_time() - began)
-    return best * 1000
-
-
 @dataclass
 class Proc:
     role: str  # "embedded", "api", "worker1", "worker2"

@@ -84,7 +84,6 @@ from proc_stats import (
     machine_busy_s,
     processes,
     rss_of,
-    speed_probe,
 )
 from scale_workloads import chain, model_call, model_chain, model_server
 
@@ -127,9 +126,6 @@ class Batch:
     trickle_fetch_ms: list[float] = field(default_factory=list)
     trickle_post_ms: list[float] = field(default_factory=list)
     trickle_start_ms: list[float] = field(default_factory=list)
-    # proc_stats.speed_probe before and after the burst: the machine's speed then (a busy
-    # host makes every part's CPU per run higher at once)
-    speed_ms: list[float] = field(default_factory=list)
     steal_retries: int = 0  # measured again this often: the host took a core (--max-steal)
     # Steps saved by all runs, finished or not, per second, and by a finished run: what a
     # scenario cut by the budget did, in runs/s, is progress_runs_per_s.
@@ -299,7 +295,6 @@ async def batch(
                 await warm_up(client, db, agent_id, warmup, budget)
             t0 = time.time()
             since = {"t0": int(t0 * 1000)}  # the measured runs: created from now on
-            result.speed_ms.append(speed_probe())
             before = CpuSnapshot.take(cluster.procs, cluster.watch)
             commits = pg_commits(db)
             submitting = asyncio.ensure_future(submit(client, agent_id, runs))
@@ -327,7 +322,6 @@ async def batch(
                     break
             after = CpuSnapshot.take(cluster.procs, cluster.watch)
             at_end = time.time()
-            result.speed_ms.append(speed_probe())
             if not submitting.done():
                 submitting.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -427,8 +421,7 @@ def show(b: Batch) -> None:
     print(
         f"  {b.scenario:<24} {b.runs_per_s:7.1f} runs/s  wall {b.wall_s:6.1f} s  submit "
         f"{b.submit_s:5.1f} s  latency p50 {b.latency_p50_s:6.2f} s p99 {b.latency_p99_s:6.2f} s"
-        f"{state}\n    CPU (% of one core): {cpu}; speed probe "
-        f"{' / '.join(f'{ms:.1f}' for ms in b.speed_ms)} ms",
+        f"{state}\n    CPU (% of one core): {cpu}",
         flush=True,
     )
     if b.jobs_started:

@@ -103,15 +103,8 @@ async def _http_error(request: Request, exc: Exception) -> JSON:
     return JSON({"detail": exc.detail, "errors": []}, exc.status_code, headers=exc.headers)
 
 
-async def _database_error(request: Request, exc: Exception) -> JSON:
-    why = database_unavailable(exc)
-    if why is not None:
-        return _database_unavailable(request, why)
-    return await _unexpected(request, exc)
-
-
 async def _unexpected(request: Request, exc: Exception) -> JSON:
-    why = database_unavailable(exc)  # wrapped in another error
+    why = database_unavailable(exc)  # the database's own errors, or what was raised from one
     if why is not None:
         return _database_unavailable(request, why)
     log.exception("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
@@ -140,6 +133,8 @@ def install(app: FastAPI) -> None:
     app.add_exception_handler(DhubError, _dhub_error)
     app.add_exception_handler(RequestValidationError, _request_invalid)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    # The same handler by class: Starlette re-raises what reaches the Exception handler after
+    # answering (the server then logs it again), but not what a class's handler answered.
     for kind in DATABASE_ERRORS:
-        app.add_exception_handler(kind, _database_error)
+        app.add_exception_handler(kind, _unexpected)
     app.add_exception_handler(Exception, _unexpected)
